@@ -1,0 +1,59 @@
+"""One error family for ddpctl. Every message names the problem and ends with the fix.
+
+The CLI catches :class:`DdpctlError`, prints ``error: <message>`` as one line on stderr and exits
+with :attr:`DdpctlError.exit_code` (2 for bad input, 1 for runtime failures).
+"""
+
+from __future__ import annotations
+
+
+class DdpctlError(Exception):
+    """Base class. ``problem`` says what is wrong, ``fix`` what to do about it."""
+
+    exit_code = 1
+
+    def __init__(self, problem: str, fix: str = "") -> None:
+        self.problem = problem.strip()
+        self.fix = fix.strip()
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        text = self.problem if not self.fix else f"{self.problem}; {self.fix}"
+        # One line, always: a value with a newline must not break the error format.
+        return " ".join(text.split("\n"))
+
+
+class SpecError(DdpctlError):
+    """The job spec (file or flags) is invalid."""
+
+    exit_code = 2
+
+
+class UnsupportedFeature(DdpctlError):
+    """A target cannot honour a spec feature."""
+
+    exit_code = 2
+
+    def __init__(self, target: str, feature: str, reason: str, fix: str = "") -> None:
+        self.target = target
+        self.feature = feature
+        super().__init__(f"{target} does not support {feature}: {reason}", fix)
+
+
+class UsageError(DdpctlError):
+    """Bad command-line usage that is not about the spec itself (missing file, bad path)."""
+
+    exit_code = 2
+
+
+class EngineError(DdpctlError):
+    """The container engine (Docker) failed or is unreachable."""
+
+    exit_code = 1
+
+
+class JobFailed(DdpctlError):
+    """A running job ended with a failure (a node exited non-zero)."""
+
+    exit_code = 1

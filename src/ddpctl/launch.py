@@ -1,0 +1,217 @@
+"""The launch contract: how each node of a job starts ``torchrun`` and what env it gets.
+
+Pure functions of a :class:`~ddpctl.spec.JobSpec`. Every target (local Docker, compose, PyTorchJob, TrainJob,
+Slurm) gets its command from here, so there is one copy of the rules:
+
+- the training processes are always started by ``torchrun``, which sets ``RANK``, ``LOCAL_RANK``,
+  ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` for each child;
+- Docker and compose pass the topology as flags with a static rendezvous (node *i* is node rank *i*, node 0
+  is the master, ``<job>-node-0`` on a private network or the first host with host networking);
+- PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
+  torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
+  ``PET_MASTER_PORT``), see shared/reference/k8s.md;
+- Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``.
+
+The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``
+both work unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddpctl import __version__
+from ddpctl.spec import JobSpec
+
+# Labels on everything ddpctl creates; `ps`, `logs` and `down` find resources by them.
+LABEL_JOB = "ddpctl.job"
+LABEL_NODE_RANK = "ddpctl.node-rank"
+LABEL_VERSION = "ddpctl.version"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "ddpctl"
+
+CONTAINER_WORKDIR = "/workspace"  # where `workdir` is mounted in containers
+TRAINJOB_MASTER_PORT = 29500  # fixed by the Trainer v2 torch plugin
+STACK_ULIMIT = 67108864  # bytes; NVIDIA's recommended container stack size
+
+
+class ShellExpr(str):
+    """A word that must reach the shell unquoted because it expands a variable (Slurm scripts)."""
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """GPUs for one node: a count, or specific host device ids."""
+
+    count: int = 0
+    device_ids: tuple[str, ...] = ()
+
+    @property
+    def none(self) -> bool:
+        return not self.count and not self.device_ids
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """What one node (container) of a local/compose job runs."""
+
+    rank: int
+    name: str  # container and host name
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    gpus: GpuRequest
+    labels: tuple[tuple[str, str], ...]
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+# ------------------------------------------------------------------------------------------ naming
+
+
+def node_name(spec: JobSpec, rank: int) -> str:
+    """Container / compose service / host name of node ``rank``."""
+    return f"{spec.name}-node-{rank}"
+
+
+def network_name(spec: JobSpec) -> str:
+    return f"{spec.name}-net"
+
+
+def pytorchjob_pod_name(spec: JobSpec, rank: int) -> str:
+    """Pod (and headless Service) name the training operator gives node ``rank``."""
+    return f"{spec.name}-master-0" if rank == 0 else f"{spec.name}-worker-{rank - 1}"
+
+
+def trainjob_master_addr(spec: JobSpec) -> str:
+    """PET_MASTER_ADDR the Trainer v2 torch plugin injects: JobSet pod hostname plus subdomain."""
+    return f"{spec.name}-node-0-0.{spec.name}"
+
+
+def labels(spec: JobSpec, rank: int | None = None) -> dict[str, str]:
+    out = {LABEL_JOB: spec.name, LABEL_VERSION: __version__, LABEL_MANAGED_BY: MANAGED_BY}
+    if rank is not None:
+        out[LABEL_NODE_RANK] = str(rank)
+    return out
+
+
+# --------------------------------------------------------------------------------------- the parts
+
+
+def master_addr(spec: JobSpec) -> str:
+    """Address every node uses to reach node 0 in local/compose runs."""
+    if spec.master_addr:
+        return spec.master_addr
+    if spec.hosts:
+        return spec.hosts[0]
+    if spec.network == "host":
+        return "127.0.0.1"
+    return node_name(spec, 0)
+
+
+def user_command(spec: JobSpec) -> list[str]:
+    """The command each training process runs (after ``torchrun --no-python``)."""
+    cmd = list(spec.command)
+    if cmd[0] == "ddp-train" and spec.backend != "auto" and "--backend" not in cmd:
+        cmd += ["--backend", spec.backend]
+    return cmd
+
+
+def base_env(spec: JobSpec) -> dict[str, str]:
+    """Env every node gets from ddpctl on every target (user env last, so it wins)."""
+    env = {"PYTHONUNBUFFERED": "1"}
+    if spec.nccl.socket_ifname:
+        env["NCCL_SOCKET_IFNAME"] = spec.nccl.socket_ifname
+        env["GLOO_SOCKET_IFNAME"] = spec.nccl.socket_ifname
+    if spec.nccl.debug:
+        env["NCCL_DEBUG"] = spec.nccl.debug
+    if spec.nccl.ib_disable:
+        env["NCCL_IB_DISABLE"] = "1"
+    env.update(spec.env_dict)
+    return env
+
+
+def gpu_requests(spec: JobSpec) -> list[GpuRequest]:
+    """The GPUs each node gets. Several nodes on one host get disjoint ``device_ids``."""
+    g = spec.gpus_per_node
+    if not g:
+        return [GpuRequest() for _ in range(spec.nodes)]
+    if spec.hosts or spec.nodes == 1:  # one node per host: every node takes the same GPUs of its host
+        req = GpuRequest(device_ids=spec.device_ids[:g]) if spec.device_ids else GpuRequest(count=g)
+        return [req for _ in range(spec.nodes)]
+    ids = spec.device_ids or tuple(str(i) for i in range(spec.nodes * g))
+    return [GpuRequest(device_ids=tuple(ids[i * g:(i + 1) * g])) for i in range(spec.nodes)]
+
+
+def torchrun_argv(
+    spec: JobSpec,
+    *,
+    nnodes: str | None = None,
+    node_rank: str | None = None,
+    master: str | None = None,
+    master_port: str | None = None,
+    rdzv_backend: str | None = None,
+    rdzv_endpoint: str | None = None,
+    rdzv_id: str | None = None,
+    nproc_per_node: str | None = None,
+) -> list[str]:
+    """``torchrun [topology flags] --no-python <user command>``; flags left None are omitted."""
+    argv = ["torchrun"]
+    for flag, value in (
+        ("--nnodes", nnodes),
+        ("--nproc-per-node", nproc_per_node),
+        ("--node-rank", node_rank),
+        ("--master-addr", master),
+        ("--master-port", master_port),
+        ("--rdzv-backend", rdzv_backend),
+        ("--rdzv-endpoint", rdzv_endpoint),
+        ("--rdzv-id", rdzv_id),
+    ):
+        if value is not None:
+            argv += [flag, value]
+    if spec.max_restarts:
+        argv += ["--max-restarts", str(spec.max_restarts)]
+    argv.append("--no-python")
+    return argv + user_command(spec)
+
+
+# ------------------------------------------------------------------------------------------ targets
+
+
+def local_nodes(spec: JobSpec) -> list[NodeLaunch]:
+    """Docker (``ddpctl up``) and compose: one container per node, static rendezvous at node 0."""
+    addr = master_addr(spec)
+    gpus = gpu_requests(spec)
+    env = base_env(spec)
+    out = []
+    for rank in range(spec.nodes):
+        argv = torchrun_argv(
+            spec,
+            nnodes=str(spec.nodes),
+            nproc_per_node=str(spec.procs_per_node),
+            node_rank=str(rank),
+            master=addr,
+            master_port=str(spec.port),
+        )
+        out.append(NodeLaunch(rank=rank, name=node_name(spec, rank), argv=tuple(argv),
+                              env=tuple(env.items()), gpus=gpus[rank],
+                              labels=tuple(labels(spec, rank).items())))
+    return out
+
+
+def operator_command(spec: JobSpec) -> list[str]:
+    """PyTorchJob and TrainJob containers: torchrun reads the operator's ``PET_*`` env, so no flags."""
+    return torchrun_argv(spec)
+
+
+def slurm_command(spec: JobSpec) -> list[str]:
+    """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time."""
+    return torchrun_argv(
+        spec,
+        nnodes=ShellExpr('"$SLURM_JOB_NUM_NODES"'),
+        nproc_per_node=str(spec.procs_per_node),
+        rdzv_backend="c10d",
+        rdzv_endpoint=ShellExpr(f'"$MASTER_ADDR:{spec.port}"'),
+        rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
+    )

@@ -1,0 +1,678 @@
+"""The job spec: one frozen, validated description of a distributed training job.
+
+A spec comes from a YAML file (``-f job.yaml``), from CLI flags, or both (flags win). It is inert data:
+no environment, clock, network or file access happens here except in :func:`load_spec`, which reads the
+YAML file and nothing else. Everything downstream (launch contract, renderers, local engine) takes a
+:class:`JobSpec` and never mutates it.
+
+Errors name the offending key, its line in the file when it came from one, and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ddpctl.errors import SpecError, UsageError
+
+DEFAULT_NAME = "ddp"
+DEFAULT_CPU_IMAGE = "ddpctl/ddp-train:cpu"
+DEFAULT_GPU_IMAGE = "ddpctl/ddp-train:cuda"
+DEFAULT_PORT = 29500
+DEFAULT_COMMAND: tuple[str, ...] = ("ddp-train",)
+MAX_NAME_LEN = 40  # leaves room for "-worker-<i>" / "-node-0-0" inside a 63-char DNS label
+MAX_GPUS_PER_NODE = 16
+MAX_NODES = 1024
+
+_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.\-]*[A-Za-z0-9])?$|^\[?[0-9A-Fa-f:]+\]?$")
+_IFNAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)?\s*$", re.IGNORECASE)
+_SLURM_TIME_RE = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
+
+
+# --------------------------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A bind mount: host ``source`` -> container ``target``."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.target}" + (":ro" if self.read_only else "")
+
+
+@dataclass(frozen=True)
+class NcclOptions:
+    """Communication options that reach every process as env (NCCL_*, GLOO_*)."""
+
+    socket_ifname: str | None = None  # NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME
+    debug: str | None = None  # NCCL_DEBUG: WARN | INFO | TRACE
+    ib_disable: bool = False  # NCCL_IB_DISABLE=1
+
+
+@dataclass(frozen=True)
+class KubernetesOptions:
+    """Options that only the Kubernetes renderers (PyTorchJob, TrainJob) use."""
+
+    namespace: str | None = None
+    restart_policy: str = "OnFailure"  # OnFailure | ExitCode | Never
+    backoff_limit: int = 3
+    clean_pod_policy: str = "Running"  # Running | All | None
+    ttl_seconds_after_finished: int = 3600
+    active_deadline_seconds: int | None = None
+    gang: bool = False  # runPolicy.schedulingPolicy.minAvailable = nodes
+    scheduler_name: str | None = None
+    queue: str | None = None  # schedulingPolicy.queue (Volcano)
+    priority_class: str | None = None
+    kueue_queue: str | None = None  # label kueue.x-k8s.io/queue-name
+    istio_sidecar: bool = False  # False -> annotation sidecar.istio.io/inject: "false"
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    service_account: str | None = None
+    runtime: str = "torch-distributed"  # TrainJob runtimeRef.name
+    shm_size: int = 16 * 1024**3  # /dev/shm emptyDir sizeLimit when spec.shm_size is unset
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """Options that only the Slurm renderer uses."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None  # [D-]HH:MM:SS
+    cpus_per_task: int | None = None
+    mem: str | None = None  # e.g. 64G, or 0 for all
+    container: str = "none"  # none | pyxis | apptainer
+    container_image: str | None = None  # default: the job image (docker:// for apptainer)
+    output: str = "%x-%j.out"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job. Construct through :func:`spec_from_dict` / :func:`load_spec`."""
+
+    name: str = DEFAULT_NAME
+    image: str = ""  # "" -> DEFAULT_CPU_IMAGE or DEFAULT_GPU_IMAGE by gpus_per_node
+    nodes: int = 1
+    gpus_per_node: int = 0
+    nproc_per_node: int = 0  # 0 -> gpus_per_node, or 1 on CPU
+    device_ids: tuple[str, ...] = ()  # host GPU ids split across nodes sharing one host
+    backend: str = "auto"  # auto | nccl | gloo
+    port: int = DEFAULT_PORT
+    command: tuple[str, ...] = DEFAULT_COMMAND
+    env: tuple[tuple[str, str], ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    workdir: str | None = None  # host dir mounted at /workspace and used as the working directory
+    ipc: str = "host"  # host | private
+    shm_size: int | None = None  # bytes; only with ipc=private
+    network: str = "bridge"  # bridge (one host, private network) | host (multi-host)
+    hosts: tuple[str, ...] = ()  # one address per node for multi-host runs
+    master_addr: str | None = None  # override the master address
+    max_restarts: int = 0
+    memlock: bool = False  # ulimit memlock=-1 (opt-in: needs a daemon allowed to raise it)
+    cpus_per_node: float | None = None
+    memory_per_node: int | None = None  # bytes
+    nccl: NcclOptions = field(default_factory=NcclOptions)
+    kubernetes: KubernetesOptions = field(default_factory=KubernetesOptions)
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+
+    # Derived values are properties, never stored twice.
+    @property
+    def resolved_image(self) -> str:
+        if self.image:
+            return self.image
+        return DEFAULT_GPU_IMAGE if self.gpus_per_node else DEFAULT_CPU_IMAGE
+
+    @property
+    def procs_per_node(self) -> int:
+        if self.nproc_per_node:
+            return self.nproc_per_node
+        return self.gpus_per_node or 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def resolved_backend(self) -> str:
+        if self.backend != "auto":
+            return self.backend
+        return "nccl" if self.gpus_per_node else "gloo"
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    @property
+    def multi_host(self) -> bool:
+        return len(self.hosts) > 1
+
+
+# ----------------------------------------------------------------------------- YAML with line numbers
+
+
+class _Lines:
+    """Maps a key path (("nccl", "debug")) to its line in the source file."""
+
+    def __init__(self, source: str | None = None) -> None:
+        self.source = source
+        self.lines: dict[tuple[str, ...], int] = {}
+
+    def where(self, path: tuple[str, ...]) -> str:
+        key = ".".join(path)
+        line = self.lines.get(path)
+        if self.source and line:
+            return f"'{key}' ({self.source}:{line})"
+        return f"'{key}'"
+
+
+def _compose_yaml(text: str, source: str) -> tuple[Any, _Lines]:
+    import yaml
+
+    lines = _Lines(source)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{source}:{mark.line + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{at} is not valid YAML ({problem})", "fix the syntax at that line") from None
+    if root is None:
+        return {}, lines
+    constructor = yaml.SafeLoader("")
+
+    def walk(node: Any, path: tuple[str, ...]) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, Any] = {}
+            for knode, vnode in node.value:
+                key = constructor.construct_object(knode, deep=True)
+                if not isinstance(key, str):
+                    raise SpecError(
+                        f"{source}:{knode.start_mark.line + 1}: key {key!r} is not a string",
+                        "quote the key or remove it",
+                    )
+                sub = path + (key,)
+                if key in out:
+                    raise SpecError(
+                        f"{source}:{knode.start_mark.line + 1}: key '{'.'.join(sub)}' appears twice",
+                        "keep one of them",
+                    )
+                lines.lines[sub] = knode.start_mark.line + 1
+                out[key] = walk(vnode, sub)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [walk(item, path) for item in node.value]
+        return constructor.construct_object(node, deep=True)
+
+    return walk(root, ()), lines
+
+
+# ------------------------------------------------------------------------------------------ checkers
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+class _Checker:
+    def __init__(self, lines: _Lines) -> None:
+        self.lines = lines
+
+    def fail(self, path: tuple[str, ...], problem: str, fix: str) -> SpecError:
+        return SpecError(f"{self.lines.where(path)} {problem}", fix)
+
+    def integer(self, path, value, lo: int | None = None, hi: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+                value = int(value)
+            else:
+                raise self.fail(path, f"must be an integer, got {_type_name(value)} {value!r}",
+                                "write a whole number")
+        if lo is not None and value < lo:
+            raise self.fail(path, f"must be at least {lo}, got {value}", f"use a value >= {lo}")
+        if hi is not None and value > hi:
+            raise self.fail(path, f"must be at most {hi}, got {value}", f"use a value <= {hi}")
+        return value
+
+    def number(self, path, value, lo: float = 0.0) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(path, f"must be a number, got {_type_name(value)} {value!r}", "write a number")
+        if value <= lo:
+            raise self.fail(path, f"must be greater than {lo:g}, got {value}", "use a positive value")
+        return float(value)
+
+    def boolean(self, path, value) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+            return value.lower() in ("true", "yes", "1", "on")
+        raise self.fail(path, f"must be true or false, got {_type_name(value)} {value!r}", "write true or false")
+
+    def string(self, path, value, pattern: re.Pattern | None = None, what: str = "") -> str:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise self.fail(path, f"must be a string, got {_type_name(value)} {value!r}", "write a string")
+        value = str(value)
+        if not value:
+            raise self.fail(path, "must not be empty", "give a value or remove the key")
+        if "\n" in value or "\x00" in value:
+            raise self.fail(path, "must not contain a newline or NUL", "write it on one line")
+        if pattern is not None and not pattern.match(value):
+            raise self.fail(path, f"{value!r} is not {what}", f"use {what}")
+        return value
+
+    def choice(self, path, value, choices: tuple[str, ...]) -> str:
+        value = self.string(path, value)
+        if value not in choices:
+            raise self.fail(path, f"must be one of {', '.join(choices)}, got {value!r}",
+                            f"use one of {', '.join(choices)}")
+        return value
+
+    def str_list(self, path, value, pattern: re.Pattern | None = None, what: str = "") -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [v for v in re.split(r"[,\s]+", value) if v]
+        if not isinstance(value, list):
+            raise self.fail(path, f"must be a list, got {_type_name(value)} {value!r}", "write a YAML list")
+        return tuple(self.string(path, v, pattern, what) for v in value)
+
+    def size(self, path, value) -> int:
+        return parse_size(value, lambda problem: self.fail(path, problem,
+                                                           "write a size such as 16g, 512m or 2Gi"))
+
+    def mapping(self, path, value) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"must be a mapping, got {_type_name(value)} {value!r}",
+                            "write 'key: value' pairs under it")
+        return value
+
+
+def parse_size(value: Any, fail: Callable[[str], Exception] | None = None) -> int:
+    """'16g', '16G', '16gb', '16Gi', '512m', 1024 -> bytes (binary units)."""
+
+    def _fail(problem: str) -> Exception:
+        return fail(problem) if fail else SpecError(problem, "write a size such as 16g, 512m or 2Gi")
+
+    if isinstance(value, bool):
+        raise _fail(f"size must be a number of bytes or a string such as 16g, got {value!r}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise _fail(f"size must be positive, got {value}")
+        return value
+    if not isinstance(value, str):
+        raise _fail(f"size must be a string such as 16g, got {_type_name(value)}")
+    m = _SIZE_RE.match(value)
+    if not m:
+        raise _fail(f"size {value!r} is not understood")
+    number, unit = float(m.group(1)), m.group(2).lower()
+    result = int(number * 1024 ** "bkmgt".index(unit or "b"))
+    if result <= 0:
+        raise _fail(f"size must be positive, got {value!r}")
+    return result
+
+
+def format_size(nbytes: int, style: str = "docker") -> str:
+    """Bytes -> '16g' (docker/compose) or '16Gi' (Kubernetes quantity), exact, largest unit."""
+    units = ["", "k", "m", "g", "t"]
+    exp = 0
+    while exp < 4 and nbytes % 1024 ** (exp + 1) == 0:
+        exp += 1
+    value = nbytes // 1024**exp
+    if style == "k8s":
+        return f"{value}{['', 'Ki', 'Mi', 'Gi', 'Ti'][exp]}"
+    return f"{value}{units[exp]}" if exp else str(value)
+
+
+# -------------------------------------------------------------------------------------- construction
+
+_TOP_KEYS = {f.name for f in dataclasses.fields(JobSpec)}
+_SUB_KEYS = {
+    "nccl": {f.name for f in dataclasses.fields(NcclOptions)},
+    "kubernetes": {f.name for f in dataclasses.fields(KubernetesOptions)},
+    "slurm": {f.name for f in dataclasses.fields(SlurmOptions)},
+}
+
+
+def _unknown(ck: _Checker, path: tuple[str, ...], key: str, known: set[str]) -> SpecError:
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(sorted(known))}"
+    return ck.fail(path + (key,), "is not a known key", hint)
+
+
+def _volume(ck: _Checker, path, value) -> Volume:
+    if isinstance(value, str):
+        parts = value.split(":")
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+            raise ck.fail(path, f"volume {value!r} is not SOURCE:TARGET[:ro]", "write e.g. ./data:/data:ro")
+        mode = parts[2] if len(parts) == 3 else "rw"
+        if mode not in ("ro", "rw"):
+            raise ck.fail(path, f"volume mode {mode!r} is not ro or rw", "end the volume with :ro or :rw")
+        source, target, ro = parts[0], parts[1], mode == "ro"
+    elif isinstance(value, dict):
+        extra = set(value) - {"source", "target", "read_only"}
+        if extra:
+            raise ck.fail(path, f"volume has unknown key(s) {', '.join(sorted(extra))}",
+                          "use source, target and read_only")
+        if "source" not in value or "target" not in value:
+            raise ck.fail(path, "volume needs both source and target", "add the missing key")
+        source = ck.string(path, value["source"])
+        target = ck.string(path, value["target"])
+        ro = ck.boolean(path, value.get("read_only", False))
+    else:
+        raise ck.fail(path, f"volume must be a string or a mapping, got {_type_name(value)}",
+                      "write e.g. ./data:/data:ro")
+    if not target.startswith("/"):
+        raise ck.fail(path, f"volume target {target!r} is not an absolute path", "start the target with /")
+    for part in (source, target):
+        if "\n" in part or "\x00" in part:
+            raise ck.fail(path, "volume paths must not contain newlines", "fix the path")
+    return Volume(source, target, ro)
+
+
+def _env(ck: _Checker, path, value) -> tuple[tuple[str, str], ...]:
+    if isinstance(value, list):  # ["K=V", ...]
+        pairs = []
+        for item in value:
+            if not isinstance(item, str) or "=" not in item:
+                raise ck.fail(path, f"env entry {item!r} is not KEY=VALUE", "write KEY=VALUE")
+            k, v = item.split("=", 1)
+            pairs.append((k, v))
+    else:
+        pairs = list(ck.mapping(path, value).items())
+    out = []
+    for k, v in pairs:
+        if not isinstance(k, str) or not _ENV_KEY_RE.match(k):
+            raise ck.fail(path + (str(k),), "is not a valid environment variable name",
+                          "use letters, digits and _ and start with a letter or _")
+        if isinstance(v, bool):
+            v = "1" if v else "0"
+        if v is None or isinstance(v, (list, dict)):
+            raise ck.fail(path + (k,), f"must be a scalar value, got {_type_name(v)}", "write a string or number")
+        v = str(v)
+        if "\x00" in v:
+            raise ck.fail(path + (k,), "contains a NUL byte", "remove it")
+        out.append((k, v))
+    return tuple(out)
+
+
+def _sub(ck: _Checker, name: str, value: Any, cls: type) -> Any:
+    path = (name,)
+    data = ck.mapping(path, value)
+    known = _SUB_KEYS[name]
+    for key in data:
+        if key not in known:
+            raise _unknown(ck, path, key, known)
+    kw: dict[str, Any] = {}
+    for key, v in data.items():
+        p = path + (key,)
+        if v is None:
+            continue
+        kw[key] = _SUB_FIELDS[name][key](ck, p, v)
+    return cls(**kw)
+
+
+_NAME_WHAT = "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)"
+
+_SUB_FIELDS: dict[str, dict[str, Callable[..., Any]]] = {
+    "nccl": {
+        "socket_ifname": lambda ck, p, v: ck.string(p, v, _IFNAME_RE, "a network interface name such as eth0"),
+        "debug": lambda ck, p, v: ck.choice(p, str(v).upper() if isinstance(v, str) else v,
+                                            ("VERSION", "WARN", "INFO", "TRACE")),
+        "ib_disable": lambda ck, p, v: ck.boolean(p, v),
+    },
+    "kubernetes": {
+        "namespace": lambda ck, p, v: ck.string(p, v, _NAME_RE, "a DNS label"),
+        "restart_policy": lambda ck, p, v: ck.choice(p, v, ("OnFailure", "ExitCode", "Never")),
+        "backoff_limit": lambda ck, p, v: ck.integer(p, v, 0, 1000),
+        "clean_pod_policy": lambda ck, p, v: ck.choice(p, v, ("Running", "All", "None")),
+        "ttl_seconds_after_finished": lambda ck, p, v: ck.integer(p, v, 0),
+        "active_deadline_seconds": lambda ck, p, v: ck.integer(p, v, 1),
+        "gang": lambda ck, p, v: ck.boolean(p, v),
+        "scheduler_name": lambda ck, p, v: ck.string(p, v, re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+                                                     "a scheduler name"),
+        "queue": lambda ck, p, v: ck.string(p, v, re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"), "a queue name"),
+        "priority_class": lambda ck, p, v: ck.string(p, v, re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+                                                     "a priority class name"),
+        "kueue_queue": lambda ck, p, v: ck.string(p, v, re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+                                                  "a Kueue LocalQueue name"),
+        "istio_sidecar": lambda ck, p, v: ck.boolean(p, v),
+        "node_selector": lambda ck, p, v: tuple((str(k), ck.string(p + (str(k),), x))
+                                                for k, x in ck.mapping(p, v).items()),
+        "tolerations": lambda ck, p, v: _tolerations(ck, p, v),
+        "service_account": lambda ck, p, v: ck.string(p, v, _NAME_RE, "a DNS label"),
+        "runtime": lambda ck, p, v: ck.string(p, v, re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+                                              "a ClusterTrainingRuntime name"),
+        "shm_size": lambda ck, p, v: ck.size(p, v),
+    },
+    "slurm": {
+        "partition": lambda ck, p, v: ck.string(p, v),
+        "account": lambda ck, p, v: ck.string(p, v),
+        "qos": lambda ck, p, v: ck.string(p, v),
+        "time": lambda ck, p, v: ck.string(p, v, _SLURM_TIME_RE, "a Slurm time such as 02:00:00 or 1-00:00:00"),
+        "cpus_per_task": lambda ck, p, v: ck.integer(p, v, 1),
+        "mem": lambda ck, p, v: ck.string(p, v, re.compile(r"^\d+[KMGT]?$"), "a Slurm memory size such as 64G"),
+        "container": lambda ck, p, v: ck.choice(p, v, ("none", "pyxis", "apptainer")),
+        "container_image": lambda ck, p, v: ck.string(p, v),
+        "output": lambda ck, p, v: ck.string(p, v),
+    },
+}
+
+
+def _tolerations(ck: _Checker, path, value) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(value, list):
+        raise ck.fail(path, f"must be a list of tolerations, got {_type_name(value)}", "write a YAML list")
+    allowed = {"key", "operator", "value", "effect", "tolerationSeconds"}
+    out = []
+    for item in value:
+        item = ck.mapping(path, item)
+        extra = set(item) - allowed
+        if extra:
+            raise ck.fail(path, f"toleration has unknown key(s) {', '.join(sorted(extra))}",
+                          f"use {', '.join(sorted(allowed))}")
+        out.append(dict(item))
+    return tuple(out)
+
+
+def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None,
+                   _lines: _Lines | None = None) -> JobSpec:
+    """Validate a plain mapping (from YAML, flags or code) into a :class:`JobSpec`."""
+    lines = _lines or _Lines(source)
+    ck = _Checker(lines)
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{source or 'the spec'} must be a mapping of keys, got {_type_name(data)}",
+                        "start the file with keys such as 'name:' and 'nodes:'")
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise _unknown(ck, (), str(key), _TOP_KEYS)
+
+    kw: dict[str, Any] = {}
+    g = data.get
+    for key, value in data.items():
+        if value is None:
+            continue
+        p = (key,)
+        if key == "name":
+            value = ck.string(p, value)
+            if len(value) > MAX_NAME_LEN or not _NAME_RE.match(value):
+                raise ck.fail(p, f"{value!r} is not {_NAME_WHAT} of at most {MAX_NAME_LEN} characters",
+                              "use e.g. 'resnet-ddp'")
+            kw[key] = value
+        elif key == "image":
+            kw[key] = ck.string(p, value, re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@\-]*$"),
+                                "an image reference such as pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime")
+        elif key == "nodes":
+            kw[key] = ck.integer(p, value, 1, MAX_NODES)
+        elif key == "gpus_per_node":
+            kw[key] = ck.integer(p, value, 0, MAX_GPUS_PER_NODE)
+        elif key == "nproc_per_node":
+            kw[key] = ck.integer(p, value, 1, 256)
+        elif key == "device_ids":
+            kw[key] = ck.str_list(p, value, re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F/-]+)$"),
+                                  "a GPU index or UUID")
+        elif key == "backend":
+            kw[key] = ck.choice(p, value, ("auto", "nccl", "gloo"))
+        elif key == "port":
+            kw[key] = ck.integer(p, value, 1024, 65535)
+        elif key == "command":
+            if isinstance(value, str):
+                import shlex
+
+                try:
+                    value = shlex.split(value)
+                except ValueError as exc:
+                    raise ck.fail(p, f"cannot be split into words ({exc})", "balance the quotes") from None
+            kw[key] = ck.str_list(p, value)
+            if not kw[key]:
+                raise ck.fail(p, "must not be empty", "give a command such as ['python', 'train.py']")
+        elif key == "env":
+            kw[key] = _env(ck, p, value)
+        elif key == "volumes":
+            if not isinstance(value, list):
+                raise ck.fail(p, f"must be a list, got {_type_name(value)}", "write a YAML list of SOURCE:TARGET")
+            kw[key] = tuple(_volume(ck, p, v) for v in value)
+        elif key == "workdir":
+            kw[key] = ck.string(p, value)
+        elif key == "ipc":
+            kw[key] = ck.choice(p, value, ("host", "private"))
+        elif key == "shm_size":
+            kw[key] = ck.size(p, value)
+        elif key == "network":
+            kw[key] = ck.choice(p, value, ("bridge", "host"))
+        elif key == "hosts":
+            kw[key] = ck.str_list(p, value, _HOST_RE, "a host name or IP address")
+        elif key == "master_addr":
+            kw[key] = ck.string(p, value, _HOST_RE, "a host name or IP address")
+        elif key == "max_restarts":
+            kw[key] = ck.integer(p, value, 0, 100)
+        elif key == "memlock":
+            kw[key] = ck.boolean(p, value)
+        elif key == "cpus_per_node":
+            kw[key] = ck.number(p, value)
+        elif key == "memory_per_node":
+            kw[key] = ck.size(p, value)
+        elif key == "nccl":
+            kw[key] = _sub(ck, key, value, NcclOptions)
+        elif key == "kubernetes":
+            kw[key] = _sub(ck, key, value, KubernetesOptions)
+        elif key == "slurm":
+            kw[key] = _sub(ck, key, value, SlurmOptions)
+        else:  # pragma: no cover - _TOP_KEYS and this chain are kept in step by a unit test
+            raise _unknown(ck, (), key, _TOP_KEYS)
+
+    # ---- cross-field rules
+    if g("ipc") == "host" and g("shm_size") is not None:
+        raise ck.fail(("shm_size",), "cannot be combined with ipc: host (Docker silently ignores the size)",
+                      "remove shm_size to share the host's /dev/shm, or set ipc: private")
+    if "shm_size" in kw:
+        kw["ipc"] = "private"
+    gpus = kw.get("gpus_per_node", 0)
+    nodes = kw.get("nodes", 1)
+    if "nproc_per_node" in kw and gpus and kw["nproc_per_node"] != gpus:
+        raise ck.fail(("nproc_per_node",), f"is {kw['nproc_per_node']} but gpus_per_node is {gpus}",
+                      "DDP runs one process per GPU: drop nproc_per_node or make it equal gpus_per_node")
+    if kw.get("backend") == "nccl" and not gpus:
+        raise ck.fail(("backend",), "is nccl but gpus_per_node is 0 (NCCL needs GPUs)",
+                      "use backend: gloo (or auto) for CPU runs, or set gpus_per_node")
+    if kw.get("device_ids"):
+        ids = kw["device_ids"]
+        if not gpus:
+            raise ck.fail(("device_ids",), "is set but gpus_per_node is 0", "set gpus_per_node or drop device_ids")
+        per_host_nodes = 1 if kw.get("hosts") else nodes
+        if len(set(ids)) != len(ids):
+            raise ck.fail(("device_ids",), "lists a GPU twice", "list each GPU once")
+        if per_host_nodes * gpus > len(ids):
+            raise ck.fail(("gpus_per_node",),
+                          f"{per_host_nodes} node(s) x {gpus} GPUs need {per_host_nodes * gpus} GPUs "
+                          f"but device_ids lists {len(ids)}",
+                          "lower gpus_per_node or nodes, or list more device_ids")
+    hosts = kw.get("hosts", ())
+    if hosts:
+        if len(hosts) != nodes:
+            raise ck.fail(("hosts",), f"lists {len(hosts)} host(s) but nodes is {nodes}",
+                          "give one host per node (or drop hosts for a single-host run)")
+        if len(set(hosts)) != len(hosts):
+            raise ck.fail(("hosts",), "lists a host twice", "give one distinct host per node")
+        if len(hosts) > 1 and kw.get("network", "bridge") != "host":
+            raise ck.fail(("network",), "must be host for a multi-host run (bridge networks do not span hosts)",
+                          "set network: host")
+    if kw.get("network") == "host" and nodes > 1 and not hosts:
+        raise ck.fail(("hosts",), "is required with network: host and more than one node",
+                      "list one host address per node, the master first")
+    return JobSpec(**kw)
+
+
+def load_spec(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> JobSpec:
+    """Read ``path`` (YAML) if given, apply ``overrides`` (flags; None values mean 'not given').
+
+    Overrides use the spec's keys; nested keys are dotted (``kubernetes.namespace``).
+    """
+    data: dict[str, Any] = {}
+    lines = _Lines()
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"job file {str(p)!r} does not exist", "check the path given to -f") from None
+        except IsADirectoryError:
+            raise UsageError(f"job file {str(p)!r} is a directory", "give the path of a YAML file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read job file {str(p)!r} ({exc.__class__.__name__})",
+                             "check the file's permissions and encoding") from None
+        loaded, lines = _compose_yaml(text, str(p))
+        if not isinstance(loaded, dict):
+            raise SpecError(f"{p} must be a mapping of keys, got {_type_name(loaded)}",
+                            "start the file with keys such as 'name:' and 'nodes:'")
+        data = loaded
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if "." in key:
+            top, sub = key.split(".", 1)
+            section = data.setdefault(top, {})
+            if not isinstance(section, dict):
+                section = data[top] = {}
+            section[sub] = value
+            lines.lines.pop((top, sub), None)
+        else:
+            data[key] = value
+            lines.lines.pop((key,), None)
+    return spec_from_dict(data, _lines=lines)
+
+
+def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
+    """A plain mapping that :func:`spec_from_dict` turns back into an equal spec (for `--dry-run`)."""
+    out: dict[str, Any] = {}
+    default = JobSpec()
+    for f in dataclasses.fields(JobSpec):
+        value = getattr(spec, f.name)
+        if value == getattr(default, f.name):
+            continue
+        if f.name in ("nccl", "kubernetes", "slurm"):
+            sub_default = type(value)()
+            value = {k.name: getattr(value, k.name) for k in dataclasses.fields(value)
+                     if getattr(value, k.name) != getattr(sub_default, k.name)}
+            if "node_selector" in value:
+                value["node_selector"] = dict(value["node_selector"])
+            if "tolerations" in value:
+                value["tolerations"] = [dict(t) for t in value["tolerations"]]
+        elif f.name == "env":
+            value = dict(value)
+        elif f.name == "volumes":
+            value = [str(v) for v in value]
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
