@@ -1,0 +1,214 @@
+"""Planning the benchmark matrix. Pure: options + what the host has -> the list of cells to run.
+
+A *cell* is one (workload, data pipeline, strategy, GPU count) combination; each cell runs ``repeat``
+times for ``warmup`` + ``steps`` training steps. The rules:
+
+- ``single`` runs on 1 GPU only; ``dp`` (DataParallel) and ``ddp`` run on every GPU count >= 2 asked for
+  (``ddp`` on 1 GPU too when 1 is the only count, so a 1-GPU host still exercises DDP);
+- a workload runs only the data pipelines it supports (the synthetic ImageNet set has no CPU DataLoader
+  variant: its images are generated on the device);
+- on a host without GPUs "GPUs" are CPU processes (gloo): ``dp`` is dropped (DataParallel needs GPUs),
+  the default matrix shrinks to the ``toy`` workload at 1 and 2 processes with few steps, so the command
+  always works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddpctl.errors import UsageError
+
+STRATEGIES = ("single", "dp", "ddp")
+PIPELINES = ("gpu", "dataloader")
+RUNTIMES = ("host", "docker")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A benchmark workload: a ddp-train workload + model, with what the report needs to know of it."""
+
+    name: str
+    train_workload: str
+    model: str | None
+    pipelines: tuple[str, ...]
+    batch_size_gpu: int  # per GPU
+    batch_size_cpu: int  # per process on a CPU host
+    dataset_size: int  # training images per epoch (for the epoch time when the program reports none)
+    param_count: int | None  # trainable parameters, when known ahead (the program's summary wins)
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("toy", "toy", None, ("gpu", "dataloader"), 256, 32, 50_000, None),
+        Workload("cifar10-resnet18", "cifar10", "resnet18", ("gpu", "dataloader"), 256, 32, 50_000, 11_173_962),
+        Workload("imagenet-synthetic-resnet50", "imagenet-synthetic", "resnet50", ("gpu",), 256, 8,
+                 1_281_167, 25_557_032),
+    )
+}
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Everything the user chose (None = the default for this host)."""
+
+    workloads: tuple[str, ...] | None = None
+    strategies: tuple[str, ...] | None = None
+    gpus: tuple[int, ...] | None = None
+    pipelines: tuple[str, ...] | None = None
+    warmup: int | None = None
+    steps: int | None = None
+    repeat: int = 1
+    batch_size: int | None = None  # per GPU; None = the workload's default
+    runtime: str = "host"
+    probe: bool = True
+    probe_max_bytes: int | None = None
+    cell_timeout_s: float = 900.0
+    extra_args: tuple[str, ...] = ()  # appended to every ddp-train command
+
+
+@dataclass(frozen=True)
+class Cell:
+    workload: str
+    pipeline: str
+    strategy: str
+    gpus: int  # GPUs, or processes on a CPU host
+    batch_size: int  # per GPU
+    warmup: int
+    steps: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}/{self.pipeline}/{self.strategy}/{self.gpus}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload} {self.pipeline} {self.strategy} x{self.gpus}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str  # "cuda" or "cpu"
+    gpu_counts: tuple[int, ...]
+    cells: tuple[Cell, ...]
+    repeat: int
+    probe_sizes: tuple[int, ...]  # world sizes the all-reduce probe runs at
+    probe_max_bytes: int
+    skipped: tuple[str, ...] = field(default=())  # human-readable notes of combinations left out
+
+    @property
+    def total_runs(self) -> int:
+        return len(self.cells) * self.repeat + len(self.probe_sizes)
+
+
+def default_gpu_counts(available: int) -> tuple[int, ...]:
+    """1, 2, 4, ... up to what the host has (and the host's count itself when not a power of two)."""
+    if available < 1:
+        return (1, 2)  # CPU host: 1 and 2 processes
+    counts, n = [], 1
+    while n <= available:
+        counts.append(n)
+        n *= 2
+    if counts[-1] != available:
+        counts.append(available)
+    return tuple(counts)
+
+
+def plan(options: BenchOptions, gpus_available: int) -> Plan:
+    """The cells to run, in order. ``gpus_available`` = 0 means a CPU-only host."""
+    cpu = gpus_available < 1
+    _check_names("workload", options.workloads, WORKLOADS)
+    _check_names("strategy", options.strategies, STRATEGIES)
+    _check_names("pipeline", options.pipelines, PIPELINES)
+    if options.runtime not in RUNTIMES:
+        raise UsageError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
+    if options.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {options.repeat}", "pass --repeat 1 or more")
+    for flag, value in (("--warmup", options.warmup), ("--steps", options.steps)):
+        if value is not None and value < (0 if flag == "--warmup" else 1):
+            raise UsageError(f"{flag} must be at least {0 if flag == '--warmup' else 1}, got {value}",
+                             f"pass a positive {flag}")
+    if options.batch_size is not None and options.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}", "pass a positive size")
+
+    workloads = options.workloads or (("toy",) if cpu else ("cifar10-resnet18", "imagenet-synthetic-resnet50"))
+    strategies = options.strategies or (("single", "ddp") if cpu else STRATEGIES)
+    pipelines = options.pipelines or (("gpu",) if cpu else PIPELINES)
+    warmup = options.warmup if options.warmup is not None else (2 if cpu else 20)
+    steps = options.steps if options.steps is not None else (5 if cpu else 50)
+
+    if options.gpus:
+        counts = tuple(sorted(set(options.gpus)))
+        if counts[0] < 1:
+            raise UsageError(f"GPU counts must be at least 1, got {counts[0]}", "pass e.g. --gpus 1,2")
+        if not cpu and counts[-1] > gpus_available:
+            raise UsageError(f"--gpus asks for {counts[-1]} GPUs but this host has {gpus_available}",
+                             f"pass counts up to {gpus_available}")
+        if cpu and counts[-1] > 8:
+            raise UsageError(f"--gpus asks for {counts[-1]} processes on a CPU-only host",
+                             "pass at most 8 on a CPU host")
+    else:
+        counts = default_gpu_counts(gpus_available)
+
+    skipped: list[str] = []
+    cells: list[Cell] = []
+    for wname in workloads:
+        w = WORKLOADS[wname]
+        batch = options.batch_size or (w.batch_size_cpu if cpu else w.batch_size_gpu)
+        for pipe in pipelines:
+            if pipe not in w.pipelines:
+                skipped.append(f"{wname}: no {pipe} pipeline (its data are generated on the device)")
+                continue
+            for strat in strategies:
+                if strat == "dp" and cpu:
+                    skipped.append("dp: needs GPUs (DataParallel on CPU is one process)")
+                    continue
+                for n in counts:
+                    if strat == "single" and n != 1:
+                        continue
+                    if strat == "dp" and n < 2:
+                        continue
+                    if strat == "ddp" and n < 2 and counts != (1,):
+                        continue
+                    cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps))
+    if not cells:
+        raise UsageError("the chosen workloads, pipelines, strategies and GPU counts leave nothing to run",
+                         "add a GPU count of 2 or more for dp/ddp, or the strategy single for 1 GPU")
+    ddp_counts = tuple(sorted({c.gpus for c in cells if c.strategy in ("ddp", "dp") and c.gpus >= 2}))
+    max_bytes = options.probe_max_bytes or ((16 << 20) if cpu else (1 << 30))
+    return Plan(
+        device="cpu" if cpu else "cuda",
+        gpu_counts=counts,
+        cells=tuple(cells),
+        repeat=options.repeat,
+        probe_sizes=ddp_counts if options.probe else (),
+        probe_max_bytes=max_bytes,
+        skipped=tuple(dict.fromkeys(skipped)),
+    )
+
+
+def _check_names(kind: str, given, allowed) -> None:
+    for name in given or ():
+        if name not in allowed:
+            raise UsageError(f"unknown {kind} {name!r}", f"use one of: {', '.join(allowed)}")
+
+
+def parse_list(text: str | None, *, what: str) -> tuple[str, ...] | None:
+    """``"a,b"`` -> ``("a", "b")``; None or empty -> None."""
+    if text is None:
+        return None
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not items:
+        raise UsageError(f"{what} is empty", f"pass a comma-separated list, e.g. --{what} a,b")
+    return items
+
+
+def parse_counts(text: str | None) -> tuple[int, ...] | None:
+    items = parse_list(text, what="gpus")
+    if items is None:
+        return None
+    try:
+        return tuple(int(x) for x in items)
+    except ValueError:
+        raise UsageError(f"--gpus must be comma-separated integers, got {text!r}", "pass e.g. --gpus 1,2") from None
+
