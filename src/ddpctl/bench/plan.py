@@ -65,6 +65,7 @@ class BenchOptions:
     probe_max_bytes: int | None = None
     cell_timeout_s: float = 900.0
     extra_args: tuple[str, ...] = ()  # appended to every ddp-train command
+    image: str | None = None  # --runtime docker
 
 
 @dataclass(frozen=True)
@@ -116,20 +117,8 @@ def default_gpu_counts(available: int) -> tuple[int, ...]:
 
 def plan(options: BenchOptions, gpus_available: int) -> Plan:
     """The cells to run, in order. ``gpus_available`` = 0 means a CPU-only host."""
+    validate(options)
     cpu = gpus_available < 1
-    _check_names("workload", options.workloads, WORKLOADS)
-    _check_names("strategy", options.strategies, STRATEGIES)
-    _check_names("pipeline", options.pipelines, PIPELINES)
-    if options.runtime not in RUNTIMES:
-        raise UsageError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
-    if options.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {options.repeat}", "pass --repeat 1 or more")
-    for flag, value in (("--warmup", options.warmup), ("--steps", options.steps)):
-        if value is not None and value < (0 if flag == "--warmup" else 1):
-            raise UsageError(f"{flag} must be at least {0 if flag == '--warmup' else 1}, got {value}",
-                             f"pass a positive {flag}")
-    if options.batch_size is not None and options.batch_size < 1:
-        raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}", "pass a positive size")
 
     workloads = options.workloads or (("toy",) if cpu else ("cifar10-resnet18", "imagenet-synthetic-resnet50"))
     strategies = options.strategies or (("single", "ddp") if cpu else STRATEGIES)
@@ -174,7 +163,7 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
     if not cells:
         raise UsageError("the chosen workloads, pipelines, strategies and GPU counts leave nothing to run",
                          "add a GPU count of 2 or more for dp/ddp, or the strategy single for 1 GPU")
-    ddp_counts = tuple(sorted({c.gpus for c in cells if c.strategy in ("ddp", "dp") and c.gpus >= 2}))
+    ddp_counts = tuple(sorted({c.gpus for c in cells if c.strategy == "ddp" and c.gpus >= 2}))
     max_bytes = options.probe_max_bytes or ((16 << 20) if cpu else (1 << 30))
     return Plan(
         device="cpu" if cpu else "cuda",
@@ -185,6 +174,28 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
         probe_max_bytes=max_bytes,
         skipped=tuple(dict.fromkeys(skipped)),
     )
+
+
+def validate(options: BenchOptions) -> None:
+    """Names and ranges; what does not depend on the host. Raises UsageError (exit 2)."""
+    _check_names("workload", options.workloads, WORKLOADS)
+    _check_names("strategy", options.strategies, STRATEGIES)
+    _check_names("pipeline", options.pipelines, PIPELINES)
+    if options.runtime not in RUNTIMES:
+        raise UsageError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
+    if options.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {options.repeat}", "pass --repeat 1 or more")
+    for flag, value in (("--warmup", options.warmup), ("--steps", options.steps)):
+        if value is not None and value < (0 if flag == "--warmup" else 1):
+            raise UsageError(f"{flag} must be at least {0 if flag == '--warmup' else 1}, got {value}",
+                             f"pass a positive {flag}")
+    if options.batch_size is not None and options.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}", "pass a positive size")
+
+    if options.gpus and min(options.gpus) < 1:
+        raise UsageError(f"GPU counts must be at least 1, got {min(options.gpus)}", "pass e.g. --gpus 1,2")
+    if options.cell_timeout_s <= 0:
+        raise UsageError("--cell-timeout must be positive", "pass seconds, e.g. --cell-timeout 900")
 
 
 def _check_names(kind: str, given, allowed) -> None:

@@ -1,0 +1,63 @@
+"""``ddpctl bench``: the standard multi-GPU test report.
+
+Pure parts: :mod:`~ddpctl.bench.plan` (the matrix), :mod:`~ddpctl.bench.efficiency` (the arithmetic),
+:mod:`~ddpctl.bench.report` (report.json / report.md), :mod:`~ddpctl.bench.compare`. Side effects:
+:mod:`~ddpctl.bench.runner` (running programs), :mod:`~ddpctl.bench.plots` (PNGs), :func:`run_bench` (all of it).
+ddpctl never imports torch: measurements come from ``python -m ddp_train...`` programs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpctl.bench.plan import BenchOptions, plan
+
+
+def run_bench(options: BenchOptions, outdir: Path, *, executor=None, progress=None, command: str = "ddpctl bench",
+              python: str | None = None, plots: bool = True) -> tuple[dict, list[Path]]:
+    """Run the matrix and write the report into ``outdir``. Returns the report and the files written."""
+    import datetime
+
+    from ddpctl.bench import hardware, report, runner
+    from ddpctl.bench.plan import plan as make_plan
+    from ddpctl.bench.plan import validate
+    from ddpctl.bench.progress import Progress
+
+    validate(options)  # names and ranges, before anything runs (GPU counts are checked once known)
+    progress = progress or Progress()
+    if executor is None:
+        if options.runtime == "docker":
+            from ddpctl.bench.docker import DockerExecutor
+
+            executor = DockerExecutor.from_options(options)
+        else:
+            executor = runner.HostExecutor(python=python)
+    progress.note(f"collecting system info ({executor.describe()})")
+    sysinfo = runner.collect_sysinfo(executor)
+    the_plan = make_plan(options, int(sysinfo.get("gpu_count") or 0))
+    smi = hardware.nvidia_smi()
+    for note in the_plan.skipped:
+        progress.note(f"skipped: {note}")
+    outdir.mkdir(parents=True, exist_ok=True)
+    created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    bench = runner.execute(the_plan, executor, sysinfo, outdir, progress, cell_timeout=options.cell_timeout_s,
+                           extra_args=options.extra_args)
+    opts = {
+        "workloads": sorted({c.workload for c in the_plan.cells}),
+        "strategies": sorted({c.strategy for c in the_plan.cells}),
+        "gpus": list(the_plan.gpu_counts),
+        "pipelines": sorted({c.pipeline for c in the_plan.cells}),
+        "warmup": the_plan.cells[0].warmup,
+        "steps": the_plan.cells[0].steps,
+        "repeat": the_plan.repeat,
+        "batch_size": options.batch_size,
+        "probe_max_bytes": the_plan.probe_max_bytes,
+        "extra_args": list(options.extra_args),
+    }
+    rep = report.build_report(bench, hardware_host=smi, options=opts, command=command, created=created,
+                              runtime=options.runtime)
+    written = report.write_report(rep, outdir, plots=plots)
+    return rep, written
+
+
+__all__ = ["BenchOptions", "plan", "run_bench"]

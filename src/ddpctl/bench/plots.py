@@ -1,0 +1,141 @@
+"""PNG plots of a report (matplotlib, the optional extra ``bench``; Agg backend, no display needed).
+
+Every figure has the same fixed pixel size, :data:`SIZE_PX`, so a report's images line up (and tests can
+check them). Without matplotlib no plot is made and the report says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SIZE_PX = (960, 600)
+DPI = 100
+
+
+def available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _series(report: dict) -> dict[tuple[str, str, str], list[dict]]:
+    """(workload, pipeline, strategy) -> ok cells sorted by GPU count."""
+    out: dict[tuple[str, str, str], list[dict]] = {}
+    for c in report["cells"]:
+        if c["ok"]:
+            out.setdefault((c["workload"], c["pipeline"], c["strategy"]), []).append(c)
+    for v in out.values():
+        v.sort(key=lambda c: c["gpus"])
+    return out
+
+
+def make_plots(report: dict, outdir: Path) -> list[str]:
+    if not available():
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    unit = "GPUs" if report["plan"]["device"] == "cuda" else "processes (CPU)"
+    series = _series(report)
+    workloads = list(dict.fromkeys(c["workload"] for c in report["cells"]))
+    made = []
+    size = (SIZE_PX[0] / DPI, SIZE_PX[1] / DPI)
+
+    def save(fig, name: str) -> None:
+        fig.savefig(outdir / name, dpi=DPI)  # no bbox_inches="tight": it would change the pixel size
+        plt.close(fig)
+        made.append(name)
+
+    # 1. throughput vs GPUs, one panel per workload, with the ideal line N x 1-GPU.
+    fig, axes = plt.subplots(1, max(1, len(workloads)), figsize=size, squeeze=False)
+    for ax, w in zip(axes[0], workloads):
+        ideal_drawn = set()
+        for (wl, pipe, strat), cells in series.items():
+            if wl != w or strat == "single":
+                continue
+            base = _baseline(report, wl, pipe)
+            lead = bool(base) and cells[0]["gpus"] != 1  # start the line at the 1-GPU baseline
+            xs = ([1] if lead else []) + [c["gpus"] for c in cells]
+            ys = ([base] if lead else []) + [c["images_per_sec"]["median"] for c in cells]
+            ax.plot(xs, ys, marker="o", label=f"{strat} ({pipe})")
+            if base and pipe not in ideal_drawn:
+                top = max(report["plan"]["gpu_counts"])
+                ax.plot([1, top], [base, base * top], linestyle="--", color="grey", linewidth=1,
+                        label=f"ideal ({pipe})")
+                ideal_drawn.add(pipe)
+        ax.set_title(w, fontsize=10)
+        ax.set_xlabel(unit)
+        ax.set_ylabel("images / s")
+        ax.set_xticks(report["plan"]["gpu_counts"])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Throughput vs " + unit)
+    fig.tight_layout()
+    save(fig, "throughput_vs_gpus.png")
+
+    # 2. scaling efficiency vs GPUs, with the interconnect's bounds for DDP.
+    fig, ax = plt.subplots(figsize=size)
+    top = 1.0
+    for (wl, pipe, strat), cells in series.items():
+        pts = [(c["gpus"], c["scaling_efficiency"]) for c in cells if c["scaling_efficiency"] is not None]
+        if strat == "single" or not pts:
+            continue
+        if pts[0][0] != 1:
+            pts.insert(0, (1, 1.0))  # the 1-GPU baseline, by definition
+        top = max(top, max(p[1] for p in pts))
+        line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{wl} {pipe} {strat}")
+        bounds = [(c["gpus"], c["interconnect"]) for c in cells if c.get("interconnect")]
+        if bounds:
+            ax.plot([b[0] for b in bounds], [b[1]["eff_no_overlap"] for b in bounds], marker="v", linestyle=":",
+                    color=line.get_color(), label=f"{wl} {pipe}: interconnect bound, no overlap")
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="ideal")
+    ax.set_xlabel(unit)
+    ax.set_ylabel("img/s(N) / (N x img/s(1))")
+    ax.set_xticks(report["plan"]["gpu_counts"])
+    ax.set_ylim(0, max(1.1, top + 0.05))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title("Scaling efficiency vs " + unit)
+    fig.tight_layout()
+    save(fig, "efficiency_vs_gpus.png")
+
+    # 3. per-strategy bars at each workload/pipeline: single (1) vs dp / ddp at the largest count.
+    fig, ax = plt.subplots(figsize=size)
+    groups = [(w, p) for w in workloads for p in ("gpu", "dataloader")
+              if any(k[0] == w and k[1] == p for k in series)]
+    strategies = [s for s in ("single", "dp", "ddp") if any(k[2] == s for k in series)]
+    width = 0.8 / max(1, len(strategies))
+    for i, strat in enumerate(strategies):
+        xs, ys, labels = [], [], []
+        for g, (w, p) in enumerate(groups):
+            cells = series.get((w, p, strat))
+            if not cells:
+                continue
+            c = cells[-1]
+            xs.append(g + i * width)
+            ys.append(c["images_per_sec"]["median"])
+            labels.append(f"x{c['gpus']}")
+        bars = ax.bar(xs, ys, width=width, label=strat)
+        for b, lab in zip(bars, labels):
+            ax.annotate(lab, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks([g + width * (len(strategies) - 1) / 2 for g in range(len(groups))])
+    ax.set_xticklabels([f"{w}\n{p}" for w, p in groups], fontsize=8)
+    ax.set_ylabel("images / s")
+    ax.set_title("Strategies (largest count each)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save(fig, "strategies.png")
+    return made
+
+
+def _baseline(report: dict, workload: str, pipeline: str) -> float | None:
+    for strat in ("single", "ddp"):
+        for c in report["cells"]:
+            if (c["workload"], c["pipeline"], c["strategy"], c["gpus"]) == (workload, pipeline, strat, 1) and c["ok"]:
+                return c["images_per_sec"]["median"]
+    return None

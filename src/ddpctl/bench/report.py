@@ -1,0 +1,390 @@
+"""From measurements to the report: ``build_report`` (pure: a dict, report.json's content) and
+``render_markdown`` (pure: report.md's text). Writing files happens in :func:`write_report` only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ddpctl import __version__
+from ddpctl.bench import efficiency as eff
+from ddpctl.bench.plan import WORKLOADS, Cell
+from ddpctl.bench.runner import BenchRun
+
+SCHEMA_VERSION = 1
+PARAM_KEYS = ("param_count", "num_params", "params", "parameters", "model_params")
+GRAD_BYTES_PER_PARAM = 4  # DDP all-reduces gradients in the parameters' dtype: fp32 (bf16 autocast keeps fp32 params)
+
+
+# ------------------------------------------------------------------------------------ build (pure)
+
+
+def _num(d: dict | None, key: str) -> float | None:
+    v = (d or {}).get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _stats(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {"median": eff.median(values), "min": min(values), "max": max(values), "spread": eff.spread(values),
+            "n": len(values)}
+
+
+def _global_batch(cell: Cell) -> int:
+    return cell.batch_size * (1 if cell.strategy == "single" else cell.gpus)
+
+
+def _cell_entry(cell: Cell, runs: list) -> dict:
+    good = [r for r in runs if r.error is None]
+    ips = [float(r.summary["images_per_sec"]) for r in good]
+    steps = []
+    for r in good:
+        st = _num(r.summary, "step_time_s")
+        gb = _num(r.summary, "global_batch") or _global_batch(cell)
+        steps.append(st if st and st > 0 else gb / float(r.summary["images_per_sec"]))
+    epochs, estimated = [], False
+    for r in good:
+        et = _num(r.summary, "epoch_time_s")
+        if et is None or et <= 0:
+            et, estimated = WORKLOADS[cell.workload].dataset_size / float(r.summary["images_per_sec"]), True
+        elif r.summary.get("epoch_time_estimated"):
+            estimated = True  # the program extrapolated it from its step time
+        epochs.append(et)
+    last = good[-1].summary if good else None
+    params = None
+    for k in PARAM_KEYS:
+        if _num(last, k):
+            params = int(_num(last, k))
+            break
+    if params is None:
+        params = WORKLOADS[cell.workload].param_count
+    data_fracs = [_num(r.summary, "data_time_s") / s for r, s in zip(good, steps) if _num(r.summary, "data_time_s")]
+    util = [_num(r.summary, "gpu_util") for r in good if _num(r.summary, "gpu_util") is not None]
+    mem = [_num(r.summary, "gpu_mem_gb") for r in good if _num(r.summary, "gpu_mem_gb") is not None]
+    syncs = sorted({str(r.summary.get("sync_check")) for r in good if r.summary.get("sync_check") is not None})
+    return {
+        "key": cell.key,
+        "workload": cell.workload,
+        "model": WORKLOADS[cell.workload].model or cell.workload,
+        "pipeline": cell.pipeline,
+        "strategy": cell.strategy,
+        "gpus": cell.gpus,
+        "batch_size_per_gpu": cell.batch_size,
+        "global_batch": int(_num(last, "global_batch") or _global_batch(cell)),
+        "warmup_steps": cell.warmup,
+        "timed_steps": cell.steps,
+        "ok": bool(good),
+        "runs": [{
+            "repeat": r.repeat,
+            "ok": r.error is None,
+            "returncode": r.result.returncode,
+            "wall_s": round(r.result.seconds, 3),
+            "images_per_sec": _num(r.summary, "images_per_sec") if r.error is None else None,
+            "step_time_s": _num(r.summary, "step_time_s"),
+            "epoch_time_s": _num(r.summary, "epoch_time_s"),
+            "gpu_util": _num(r.summary, "gpu_util"),
+            "gpu_mem_gb": _num(r.summary, "gpu_mem_gb"),
+            "sync_check": (r.summary or {}).get("sync_check"),
+            "error": r.error,
+        } for r in runs],
+        "images_per_sec": _stats(ips),
+        "step_time_s": eff.median(steps) if steps else None,
+        "epoch_time_s": eff.median(epochs) if epochs else None,
+        "epoch_time_estimated": estimated,
+        "gpu_util": eff.median(util) if util else None,
+        "gpu_mem_gb": max(mem) if mem else None,
+        "sync_check": "/".join(syncs) if syncs else None,
+        "param_count": params,
+        "data_fraction": eff.median(data_fracs) if data_fracs else None,
+        "baseline_key": None,
+        "speedup": None,
+        "scaling_efficiency": None,
+        "interconnect": None,
+        "diagnosis": None,
+        "summary": last,
+    }
+
+
+def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command: str, created: str,
+                 runtime: str) -> dict:
+    plan = bench.plan
+    by_cell: dict[str, list] = {}
+    for r in bench.runs:
+        by_cell.setdefault(r.cell.key, []).append(r)
+    cells = [_cell_entry(c, by_cell.get(c.key, [])) for c in plan.cells]
+    index = {c["key"]: c for c in cells}
+
+    def ips(c: dict | None) -> float | None:
+        return c["images_per_sec"]["median"] if c and c["ok"] else None
+
+    for c in cells:
+        if not c["ok"]:
+            continue
+        base = None
+        for strat in ("single", c["strategy"], "ddp"):
+            cand = index.get(f"{c['workload']}/{c['pipeline']}/{strat}/1")
+            if ips(cand):
+                base = cand
+                break
+        if base is not None:
+            c["baseline_key"] = base["key"]
+            c["speedup"] = eff.speedup(ips(c), ips(base))
+            c["scaling_efficiency"] = eff.scaling_efficiency(ips(c), ips(base), c["gpus"])
+        if c["strategy"] != "ddp" or c["gpus"] < 2 or base is None:
+            continue
+        probe = bench.probes.get(c["gpus"])
+        t_comm = None
+        if probe and c["param_count"]:
+            grad_bytes = c["param_count"] * GRAD_BYTES_PER_PARAM
+            bound = eff.interconnect_bound(grad_bytes, c["gpus"], probe["peak_busbw_gbps"] * 1e9,
+                                           base["step_time_s"])
+            t_comm = bound.t_comm
+            c["interconnect"] = {
+                "grad_bytes": grad_bytes,
+                "busbw_gbps": probe["peak_busbw_gbps"],
+                "t_compute_s": bound.t_compute,
+                "t_comm_lb_s": bound.t_comm,
+                "eff_no_overlap": bound.eff_no_overlap,
+                "eff_full_overlap": bound.eff_full_overlap,
+            }
+        faster = None
+        if c["pipeline"] != "gpu":
+            sib = index.get(f"{c['workload']}/gpu/{c['strategy']}/{c['gpus']}")
+            if ips(sib):
+                faster = ips(sib) / ips(c)
+        d = eff.diagnose(n=c["gpus"], efficiency=c["scaling_efficiency"], step_time=c["step_time_s"],
+                         baseline_step_time=base["step_time_s"], t_comm=t_comm, faster_pipeline_ratio=faster,
+                         data_fraction=c["data_fraction"])
+        c["diagnosis"] = {"label": d.label, "reason": d.reason}
+
+    interconnect = []
+    for n in sorted(set(bench.probes) | set(bench.probe_errors)):
+        p = bench.probes.get(n)
+        if p is None:
+            interconnect.append({"world_size": n, "ok": False, "error": bench.probe_errors[n]})
+            continue
+        interconnect.append({"world_size": n, "ok": bool(p.get("correct", True)), "error": None,
+                             "backend": p.get("backend"), "dtype": p.get("dtype"), "results": p["results"],
+                             "peak_busbw_gbps": p["peak_busbw_gbps"], "max_bytes": p["max_bytes"],
+                             "busbw_at_max_gbps": p["busbw_at_max_gbps"]})
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "ddpctl bench", "version": __version__},
+        "created": created,
+        "command": command,
+        "runtime": runtime,
+        "duration_s": round(bench.seconds, 1),
+        "options": options,
+        "hardware": _hardware(bench.sysinfo, hardware_host),
+        "plan": {"device": plan.device, "gpu_counts": list(plan.gpu_counts), "repeat": plan.repeat,
+                 "cells": len(plan.cells), "skipped": list(plan.skipped)},
+        "interconnect": interconnect,
+        "cells": cells,
+        "headline": _headline(cells, interconnect),
+    }
+
+
+def _hardware(sysinfo: dict, smi: dict) -> dict:
+    gpus = sysinfo.get("gpus") or []
+    return {
+        "gpu_model": gpus[0]["name"] if gpus else None,
+        "gpu_count": sysinfo.get("gpu_count", 0),
+        "gpu_memory_gb": gpus[0]["memory_gb"] if gpus else None,
+        "driver": smi.get("driver"),
+        "cuda": sysinfo.get("cuda"),
+        "cudnn": sysinfo.get("cudnn"),
+        "nccl": sysinfo.get("nccl"),
+        "torch": sysinfo.get("torch"),
+        "python": sysinfo.get("python"),
+        "cpu_count": sysinfo.get("cpu_count"),
+        "cpu_model": sysinfo.get("cpu_model"),
+        "hostname": sysinfo.get("hostname"),
+        "platform": sysinfo.get("platform"),
+        "topology": smi.get("topology"),
+        "gpus": gpus,
+        "nvidia_smi": bool(smi.get("present")),
+    }
+
+
+def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
+    out: dict = {"ddp_scaling": [], "pipeline_speedup_1gpu": [], "busbw_at_max_gbps": []}
+    for c in cells:
+        if c["strategy"] == "ddp" and c["gpus"] >= 2 and c["pipeline"] == "gpu" and c["scaling_efficiency"]:
+            out["ddp_scaling"].append({"workload": c["workload"], "gpus": c["gpus"],
+                                       "scaling_efficiency": c["scaling_efficiency"],
+                                       "images_per_sec": c["images_per_sec"]["median"]})
+    idx = {c["key"]: c for c in cells if c["ok"]}
+    for c in cells:
+        if c["pipeline"] == "gpu" and c["strategy"] == "single" and c["ok"]:
+            dl = idx.get(f"{c['workload']}/dataloader/single/1")
+            if dl:
+                out["pipeline_speedup_1gpu"].append({
+                    "workload": c["workload"], "gpu_pipeline": c["images_per_sec"]["median"],
+                    "dataloader": dl["images_per_sec"]["median"],
+                    "ratio": c["images_per_sec"]["median"] / dl["images_per_sec"]["median"]})
+    for p in interconnect:
+        if p.get("ok") and p.get("results"):
+            out["busbw_at_max_gbps"].append({"world_size": p["world_size"], "bytes": p["max_bytes"],
+                                             "busbw_gbps": p["busbw_at_max_gbps"]})
+    return out
+
+
+# ------------------------------------------------------------------------------- markdown (pure)
+
+
+def _f(v, fmt: str, none: str = "-") -> str:
+    return none if v is None else format(v, fmt)
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:g} {unit}"
+    return f"{n} B"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU)"),
+         ("efficiency_vs_gpus.png", "Scaling efficiency vs GPUs, with the interconnect's bounds"),
+         ("strategies.png", "Strategies side by side"))
+
+
+def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> str:
+    hw = report["hardware"]
+    dev = report["plan"]["device"]
+    unit = "GPUs" if dev == "cuda" else "procs"
+    lines = [f"# ddpctl bench report", "",
+             f"- created: {report['created']} ({report['duration_s']:.0f} s), runtime: {report['runtime']}, "
+             f"ddpctl {report['tool']['version']}",
+             f"- command: `{report['command']}`",
+             f"- matrix: {report['plan']['cells']} cells x {report['plan']['repeat']} repeat(s) on "
+             f"{', '.join(map(str, report['plan']['gpu_counts']))} {unit}; figures are medians of the repeats",
+             ""]
+    lines += ["## Hardware", ""]
+    gpu = (f"{hw['gpu_count']} x {hw['gpu_model']} ({hw['gpu_memory_gb']} GB)" if hw["gpu_count"]
+           else "none (CPU only: 'GPUs' below are gloo processes)")
+    lines += _table(["item", "value"], [
+        ["GPUs", gpu], ["driver", hw["driver"] or "-"], ["CUDA (torch build)", hw["cuda"] or "-"],
+        ["cuDNN", hw["cudnn"] or "-"], ["NCCL", hw["nccl"] or "-"], ["torch", hw["torch"] or "-"],
+        ["python", hw["python"] or "-"], ["CPUs", f"{hw['cpu_count']} ({hw['cpu_model'] or '?'})"],
+        ["host", hw["hostname"] or "-"],
+    ])
+    if hw.get("topology"):
+        lines += ["", "GPU topology (`nvidia-smi topo -m`):", "", "```", hw["topology"], "```"]
+    lines += [""]
+
+    head = report["headline"]
+    lines += ["## Headline", ""]
+    hl = []
+    for h in head["ddp_scaling"]:
+        hl.append(f"- DDP scaling efficiency, {h['workload']} on {h['gpus']} {unit}: **{h['scaling_efficiency']:.1%}** "
+                  f"({h['images_per_sec']:,.0f} img/s)")
+    for h in head["pipeline_speedup_1gpu"]:
+        hl.append(f"- GPU-resident pipeline vs DataLoader, {h['workload']}, 1 {unit[:-1]}: **{h['ratio']:.2f}x** "
+                  f"({h['gpu_pipeline']:,.0f} vs {h['dataloader']:,.0f} img/s)")
+    for h in head["busbw_at_max_gbps"]:
+        hl.append(f"- all-reduce bus bandwidth, {h['world_size']} {unit}, {_size(h['bytes'])}: "
+                  f"**{h['busbw_gbps']:.1f} GB/s**")
+    lines += (hl or ["- (no headline figure: see the failures below)"]) + [""]
+
+    lines += ["## Results", "",
+              "img/s is global (all GPUs); batch time is one optimizer step; epoch time is the program's own "
+              "figure, or dataset size / img/s where marked `~`; speedup and efficiency are against the 1-GPU "
+              "run of the same workload and pipeline (`single`).", ""]
+    rows = []
+    for c in report["cells"]:
+        ips = c["images_per_sec"]
+        rows.append([
+            c["workload"], c["pipeline"], c["strategy"], str(c["gpus"]), f"{c['batch_size_per_gpu']}/{c['global_batch']}",
+            (f"{ips['median']:,.0f}" + (f" ±{ips['spread'] / 2:.1%}" if ips["n"] > 1 else "")) if ips else "FAILED",
+            _f(None if c["step_time_s"] is None else c["step_time_s"] * 1e3, ".1f"),
+            ("~" if c["epoch_time_estimated"] else "") + _f(c["epoch_time_s"], ".1f"),
+            _f(c["speedup"], ".2f"), _pct(c["scaling_efficiency"]),
+            _f(c["gpu_util"], ".0f"), _f(c["gpu_mem_gb"], ".1f"), c["sync_check"] or "-",
+        ])
+    lines += _table(["workload", "pipeline", "strategy", unit, "batch/GPU / global", "img/s", "batch time ms",
+                     "epoch s", "speedup", "scaling eff.", "GPU util %", "GPU mem GB", "sync"], rows)
+    lines += [""]
+
+    lines += ["## Scaling against the interconnect", "",
+              "For each DDP cell: the measured scaling efficiency next to what the measured all-reduce bandwidth "
+              "allows. t_compute is the 1-GPU batch time; t_comm >= 2(N-1)/N x gradient bytes / busbw (peak "
+              "busbw of the probe, fp32 gradients); bounds: no overlap t_c/(t_c+t_comm), full overlap "
+              "t_c/max(t_c,t_comm). DDP overlaps buckets with backward, so the truth lies between them.", ""]
+    rows = []
+    for c in report["cells"]:
+        if c["strategy"] != "ddp" or c["gpus"] < 2:
+            continue
+        ic = c["interconnect"] or {}
+        rows.append([
+            c["workload"], c["pipeline"], str(c["gpus"]), _pct(c["scaling_efficiency"]),
+            _pct(ic.get("eff_no_overlap")), _pct(ic.get("eff_full_overlap")),
+            _f(ic.get("grad_bytes") and ic["grad_bytes"] / 1e6, ".1f"), _f(ic.get("busbw_gbps"), ".1f"),
+            _f(ic.get("t_compute_s") and ic["t_compute_s"] * 1e3, ".2f"),
+            _f(None if ic.get("t_comm_lb_s") is None else ic["t_comm_lb_s"] * 1e3, ".3f"),
+            (f"**{c['diagnosis']['label']}**: {c['diagnosis']['reason']}" if c["diagnosis"] else "-"),
+        ])
+    lines += _table(["workload", "pipeline", unit, "measured eff.", "allowed (no overlap)", "allowed (full overlap)",
+                     "grad MB", "busbw GB/s", "t_compute ms", "t_comm >= ms", "diagnosis"], rows) if rows else \
+        ["(no DDP cell on 2 or more GPUs in this matrix)"]
+    lines += [""]
+
+    lines += ["## Interconnect (all-reduce probe)", "",
+              "nccl-tests definitions: algbw = bytes / time, busbw = algbw x 2(N-1)/N; 1 GB = 1e9 bytes; "
+              "in-place sum, slowest rank's mean time.", ""]
+    if not report["interconnect"]:
+        lines += ["(not run: no DDP cell on 2 or more GPUs)", ""]
+    for p in report["interconnect"]:
+        if not p["ok"] and not p.get("results"):
+            lines += [f"- {p['world_size']} {unit}: FAILED ({p['error']})", ""]
+            continue
+        lines += [f"{p['world_size']} {unit}, {p['backend']}, {p['dtype']}{'' if p['ok'] else ' (WRONG SUMS)'}:", ""]
+        lines += _table(["size", "time us", "algbw GB/s", "busbw GB/s"], [
+            [_size(r["bytes"]), f"{r['time_us']:.1f}", f"{r['algbw_gbps']:.2f}", f"{r['busbw_gbps']:.2f}"]
+            for r in p["results"]])
+        lines += [""]
+
+    failures = [(c, r) for c in report["cells"] for r in c["runs"] if not r["ok"]]
+    if failures or report["plan"]["skipped"]:
+        lines += ["## Failures and gaps", ""]
+        lines += [f"- {c['key']} repeat {r['repeat']}: {r['error']}" for c, r in failures]
+        lines += [f"- skipped: {s}" for s in report["plan"]["skipped"]]
+        lines += [""]
+    if plots:
+        lines += ["## Plots", ""]
+        titles = dict(PLOTS)
+        lines += [f"![{titles.get(p, p)}]({p})" for p in plots] + [""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- the edge
+
+
+def write_report(report: dict, outdir: Path, *, plots: bool = True) -> list[Path]:
+    """report.json, the PNGs (when matplotlib is there) and report.md into ``outdir``."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    made: list[str] = []
+    if plots:
+        from ddpctl.bench import plots as plotmod
+
+        made = plotmod.make_plots(report, outdir)
+    report["plots"] = made
+    (outdir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    written.append(outdir / "report.json")
+    (outdir / "report.md").write_text(render_markdown(report, made), encoding="utf-8")
+    written.append(outdir / "report.md")
+    written += [outdir / p for p in made]
+    return written

@@ -1,0 +1,305 @@
+"""Running the matrix: the side-effect half of ``ddpctl bench``.
+
+ddpctl never imports torch: every measurement is a separate program run (``python -m ddp_train``,
+``python -m ddp_train.allreduce_probe`` under ``torchrun``, ``python -m ddp_train.sysinfo``), and the results
+come back as the JSON line each program prints last. An :class:`Executor` starts those programs: on the host
+(:class:`HostExecutor`, subprocesses) or in containers (:class:`ddpctl.bench.docker.DockerExecutor`, the same
+path as ``ddpctl up``). The one place that knows ddp-train's flags is :func:`ddp_train_args`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from ddpctl.bench.plan import WORKLOADS, Cell, Plan
+from ddpctl.errors import JobFailed
+
+TRAIN_MODULE = "ddp_train"
+PROBE_MODULE = "ddp_train.allreduce_probe"
+SYSINFO_MODULE = "ddp_train.sysinfo"
+
+
+# ------------------------------------------------------------------------------ ddp-train's flags
+
+
+def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The ddp-train command line of one cell: the only mapping of bench options to ddp-train's flags.
+
+    ``--max-steps`` counts every optimizer step, the ``--warmup-steps`` ones included (ddp-train excludes
+    those from its throughput figures); no evaluation; plain log lines (the output goes to a log file); the
+    backend stays ``auto`` (nccl on GPU, gloo on CPU).
+    """
+    w = WORKLOADS[cell.workload]
+    args = ["--workload", w.train_workload]
+    if w.model:
+        args += ["--model", w.model]
+    args += [
+        "--strategy", cell.strategy,
+        "--data-pipeline", {"gpu": "device", "dataloader": "dataloader"}[cell.pipeline],
+        "--batch-size", str(cell.batch_size),
+        "--warmup-steps", str(cell.warmup),
+        "--max-steps", str(cell.warmup + cell.steps),
+        "--no-eval",
+        "--progress", "lines",
+    ]
+    if device == "cpu":
+        args += ["--device", "cpu"]
+    return args + list(extra)
+
+
+# -------------------------------------------------------------------------------------- launching
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One program run: ``python -m MODULE ARGS``, under ``torchrun`` with ``nprocs`` processes when
+    ``distributed``; ``gpus`` GPUs visible to it (0 = leave the CPU host as it is)."""
+
+    name: str
+    module: str
+    args: tuple[str, ...]
+    nprocs: int = 1
+    distributed: bool = False
+    gpus: int = 0
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def tail(self, lines: int = 3) -> str:
+        text = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        return " | ".join(x.strip() for x in text[-lines:])
+
+
+class Executor(ABC):
+    """Starts one program run and waits for it."""
+
+    runtime = "?"
+
+    @abstractmethod
+    def run(self, launch: Launch, *, timeout: float, log: Optional[Path] = None,
+            tick: Optional[Callable[[float], None]] = None) -> RunResult: ...
+
+    def describe(self) -> str:
+        return self.runtime
+
+
+class HostExecutor(Executor):
+    """Runs programs as subprocesses of this host's Python (``--python`` picks another interpreter)."""
+
+    runtime = "host"
+
+    def __init__(self, python: str | None = None, env: dict[str, str] | None = None) -> None:
+        self.python = python or sys.executable
+        self.env = dict(os.environ if env is None else env)
+
+    def argv(self, launch: Launch) -> list[str]:
+        if launch.distributed:
+            return [self.python, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", str(launch.nprocs), "-m", launch.module, *launch.args]
+        return [self.python, "-m", launch.module, *launch.args]
+
+    def environ(self, launch: Launch) -> dict[str, str]:
+        env = dict(self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        if launch.gpus:
+            visible = env.get("CUDA_VISIBLE_DEVICES")
+            ids = [x for x in visible.split(",") if x.strip()] if visible else [str(i) for i in range(launch.gpus)]
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[: launch.gpus])
+        return env
+
+    def describe(self) -> str:
+        return f"host ({self.python})"
+
+    def run(self, launch, *, timeout, log=None, tick=None):
+        return run_process(self.argv(launch), self.environ(launch), timeout=timeout, log=log, tick=tick)
+
+
+def run_process(argv: list[str], env: dict[str, str], *, timeout: float, log: Optional[Path] = None,
+                tick: Optional[Callable[[float], None]] = None) -> RunResult:
+    """Run ``argv`` in its own process group; on timeout end that group (and only it)."""
+    import tempfile
+
+    start = time.monotonic()
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out, \
+            tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+        except OSError as exc:
+            return RunResult(127, "", f"cannot start {argv[0]}: {exc}", 0.0)
+        timed_out = False
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    elapsed = time.monotonic() - start
+                    if tick:
+                        tick(elapsed)
+                    if elapsed > timeout:
+                        timed_out = True
+                        _kill_group(proc)
+                        break
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            raise
+        seconds = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"$ {' '.join(argv)}\n--- exit {proc.returncode} after {seconds:.1f} s"
+                       f"{' (timed out)' if timed_out else ''}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+                       encoding="utf-8")
+    return RunResult(proc.returncode if not timed_out else 124, stdout, stderr, seconds, timed_out)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def parse_event(stdout: str, event: str) -> dict | None:
+    """The last JSON line of ``stdout`` whose ``event`` is ``event`` (rank 0's summary)."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        # torchrun may prefix a rank ("[rank0]: {...}") when asked to tee; take the JSON object part.
+        brace = line.find("{")
+        if brace < 0 or not line.endswith("}"):
+            continue
+        try:
+            data = json.loads(line[brace:])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and data.get("event") == event:
+            return data
+    return None
+
+
+# ---------------------------------------------------------------------------------- the whole run
+
+
+@dataclass
+class CellRun:
+    cell: Cell
+    repeat: int
+    result: RunResult
+    summary: dict | None
+    error: str | None = None
+
+
+@dataclass
+class BenchRun:
+    """Everything measured, before analysis."""
+
+    sysinfo: dict
+    plan: Plan
+    probes: dict[int, dict] = field(default_factory=dict)  # world size -> probe JSON
+    probe_errors: dict[int, str] = field(default_factory=dict)
+    runs: list[CellRun] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def collect_sysinfo(executor: Executor, timeout: float = 180.0) -> dict:
+    res = executor.run(Launch("sysinfo", SYSINFO_MODULE, ()), timeout=timeout)
+    info = parse_event(res.stdout, "sysinfo") if res.ok else None
+    if info is None:
+        raise JobFailed(f"python -m {SYSINFO_MODULE} failed on {executor.describe()} (exit {res.returncode}: "
+                        f"{res.tail(2) or 'no output'})",
+                        "run ddpctl bench where torch and ddp-train are installed (see --python)")
+    return info
+
+
+def execute(plan: Plan, executor: Executor, sysinfo: dict, outdir: Path, progress, *,
+            cell_timeout: float, extra_args: tuple[str, ...] = ()) -> BenchRun:
+    """Run the probes, then every cell ``plan.repeat`` times (round-robin, so slow drift hits all cells)."""
+    bench = BenchRun(sysinfo=sysinfo, plan=plan)
+    start = time.monotonic()
+    total = plan.total_runs
+    index = 0
+    logs = outdir / "logs"
+    gpu = plan.device == "cuda"
+    for n in plan.probe_sizes:
+        index += 1
+        label = f"all-reduce probe x{n}"
+        progress.start(index, total, label)
+        launch = Launch(f"probe-{n}", PROBE_MODULE, ("--max-bytes", str(plan.probe_max_bytes)),
+                        nprocs=n, distributed=True, gpus=n if gpu else 0)
+        res = executor.run(launch, timeout=cell_timeout, log=logs / f"{index:02d}-probe-x{n}.log",
+                           tick=progress.tick)
+        data = parse_event(res.stdout, "allreduce_probe") if res.ok else None
+        if data is None:
+            bench.probe_errors[n] = _failure(res)
+            progress.done(f"FAILED: {bench.probe_errors[n]}")
+        else:
+            bench.probes[n] = data
+            progress.done(f"busbw {data['busbw_at_max_gbps']:.2f} GB/s at {_size(data['max_bytes'])}"
+                          f"{'' if data.get('correct', True) else ' (WRONG SUMS)'}")
+    for rep in range(plan.repeat):
+        for cell in plan.cells:
+            index += 1
+            progress.start(index, total, cell.label + (f" (repeat {rep + 1}/{plan.repeat})" if plan.repeat > 1 else ""))
+            launch = Launch(cell.key, TRAIN_MODULE, tuple(ddp_train_args(cell, plan.device, extra_args)),
+                            nprocs=cell.gpus if cell.strategy == "ddp" else 1,
+                            distributed=cell.strategy == "ddp",
+                            gpus=cell.gpus if gpu else 0)
+            slug = cell.key.replace("/", "-")
+            res = executor.run(launch, timeout=cell_timeout, log=logs / f"{index:02d}-{slug}-r{rep}.log",
+                               tick=progress.tick)
+            summary = parse_event(res.stdout, "summary")
+            error = None
+            if not res.ok:
+                error = _failure(res)
+            elif summary is None:
+                error = "no summary line on stdout"
+            elif not isinstance(summary.get("images_per_sec"), (int, float)) or summary["images_per_sec"] <= 0:
+                error = "summary has no positive images_per_sec"
+            bench.runs.append(CellRun(cell, rep, res, summary, error))
+            if error:
+                progress.done(f"FAILED: {error}")
+            else:
+                progress.done(f"{summary['images_per_sec']:,.0f} img/s")
+    bench.seconds = time.monotonic() - start
+    return bench
+
+
+def _failure(res: RunResult) -> str:
+    if res.timed_out:
+        return f"timed out after {res.seconds:.0f} s"
+    return f"exit {res.returncode}: {res.tail(2) or 'no output'}"
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:g} {unit}"
+    return f"{n} B"
