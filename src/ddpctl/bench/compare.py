@@ -48,7 +48,7 @@ def compare(a: dict, b: dict, *, name_a: str = "A", name_b: str = "B") -> str:
         gpus = f"{h['gpu_count']} x {h['gpu_model']}" if h.get("gpu_count") else "CPU only"
         return f"{gpus}, torch {h.get('torch')}, CUDA {h.get('cuda') or '-'}, NCCL {h.get('nccl') or '-'}"
 
-    lines = [f"# ddpctl bench compare", "", f"- A = {name_a}: {machine(ha)}, {a['created']}",
+    lines = ["# ddpctl bench compare", "", f"- A = {name_a}: {machine(ha)}, {a['created']}",
              f"- B = {name_b}: {machine(hb)}, {b['created']}", ""]
     ca = {c["key"]: c for c in a["cells"]}
     cb = {c["key"]: c for c in b["cells"]}

@@ -52,7 +52,7 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
 
     # 1. throughput vs GPUs, one panel per workload, with the ideal line N x 1-GPU.
     fig, axes = plt.subplots(1, max(1, len(workloads)), figsize=size, squeeze=False)
-    for ax, w in zip(axes[0], workloads):
+    for ax, w in zip(axes[0], workloads, strict=False):
         ideal_drawn = set()
         for (wl, pipe, strat), cells in series.items():
             if wl != w or strat == "single":
@@ -120,7 +120,7 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
             ys.append(c["images_per_sec"]["median"])
             labels.append(f"x{c['gpus']}")
         bars = ax.bar(xs, ys, width=width, label=strat)
-        for b, lab in zip(bars, labels):
+        for b, lab in zip(bars, labels, strict=False):
             ax.annotate(lab, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=7)
     ax.set_xticks([g + width * (len(strategies) - 1) / 2 for g in range(len(groups))])
     ax.set_xticklabels([f"{w}\n{p}" for w, p in groups], fontsize=8)

@@ -60,7 +60,7 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
             break
     if params is None:
         params = WORKLOADS[cell.workload].param_count
-    data_fracs = [_num(r.summary, "data_time_s") / s for r, s in zip(good, steps) if _num(r.summary, "data_time_s")]
+    data_fracs = [_num(r.summary, "data_time_s") / s for r, s in zip(good, steps, strict=False) if _num(r.summary, "data_time_s")]
     util = [_num(r.summary, "gpu_util") for r in good if _num(r.summary, "gpu_util") is not None]
     mem = [_num(r.summary, "gpu_mem_gb") for r in good if _num(r.summary, "gpu_mem_gb") is not None]
     syncs = sorted({str(r.summary.get("sync_check")) for r in good if r.summary.get("sync_check") is not None})
@@ -265,7 +265,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     hw = report["hardware"]
     dev = report["plan"]["device"]
     unit = "GPUs" if dev == "cuda" else "procs"
-    lines = [f"# ddpctl bench report", "",
+    lines = ["# ddpctl bench report", "",
              f"- created: {report['created']} ({report['duration_s']:.0f} s), runtime: {report['runtime']}, "
              f"ddpctl {report['tool']['version']}",
              f"- command: `{report['command']}`",
@@ -388,3 +388,10 @@ def write_report(report: dict, outdir: Path, *, plots: bool = True) -> list[Path
     written.append(outdir / "report.md")
     written += [outdir / p for p in made]
     return written
+
+
+def schema() -> dict:
+    """The JSON Schema of report.json (shipped as package data, ``ddpctl/bench/report.schema.json``)."""
+    from importlib.resources import files
+
+    return json.loads(files("ddpctl.bench").joinpath("report.schema.json").read_text(encoding="utf-8"))

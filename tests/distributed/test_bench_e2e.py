@@ -1,0 +1,119 @@
+"""`ddpctl bench` end to end on CPU: real torchrun/gloo processes running ddp-train's toy workload and the
+all-reduce probe, then the report's tables, its JSON schema and its PNG files are checked."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from ddpctl.bench.plots import SIZE_PX
+from ddpctl.bench.report import schema
+
+pytestmark = pytest.mark.distributed
+
+CLI = [sys.executable, "-c", "import sys; sys.argv[0] = 'ddpctl'; from ddpctl.cli.main import main; main()"]
+
+
+def ddpctl(*args, timeout=180):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    width, height = struct.unpack(">II", data[16:24])
+    assert len(data) > 2000  # a drawn figure, not an empty image
+    return width, height
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "out"
+    res = ddpctl("bench", "--workloads", "toy", "--strategies", "single,ddp", "--gpus", "1,2", "--warmup", "1",
+                 "--steps", "3", "--batch-size", "16", "--probe-max", "1m", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(out / "report.md")
+    assert "bench [1/3] all-reduce probe x2" in res.stderr  # plain progress lines when not on a terminal
+    return out
+
+
+def test_report_json_matches_schema(report_dir):
+    rep = json.loads((report_dir / "report.json").read_text())
+    jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+    cells = {c["key"]: c for c in rep["cells"]}
+    assert set(cells) == {"toy/gpu/single/1", "toy/gpu/ddp/2"}
+    single, ddp = cells["toy/gpu/single/1"], cells["toy/gpu/ddp/2"]
+    assert single["ok"] and ddp["ok"]
+    assert ddp["sync_check"] == "pass" and ddp["global_batch"] == 32
+    assert ddp["scaling_efficiency"] == pytest.approx(
+        ddp["images_per_sec"]["median"] / (2 * single["images_per_sec"]["median"]))
+    assert ddp["diagnosis"]["label"] in {"compute-bound", "communication-bound", "input-pipeline-bound",
+                                         "overhead-bound"}
+    assert ddp["interconnect"]["grad_bytes"] == ddp["param_count"] * 4
+    probe = rep["interconnect"][0]
+    assert probe["ok"] and probe["backend"] == "gloo" and probe["max_bytes"] == 1 << 20
+    for row in probe["results"]:  # 2 ranks: busbw = algbw x 2(2-1)/2
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])
+    assert rep["hardware"]["gpu_count"] == 0 and rep["hardware"]["torch"]
+    assert sorted(rep["plots"]) == ["efficiency_vs_gpus.png", "strategies.png", "throughput_vs_gpus.png"]
+
+
+def test_report_md_tables(report_dir):
+    md = (report_dir / "report.md").read_text()
+    rep = json.loads((report_dir / "report.json").read_text())
+    ddp = next(c for c in rep["cells"] if c["strategy"] == "ddp")
+    for heading in ("## Hardware", "## Headline", "## Results", "## Scaling against the interconnect",
+                    "## Interconnect (all-reduce probe)", "## Plots"):
+        assert heading in md
+    assert ("| workload | pipeline | strategy | procs | batch/GPU / global | img/s | batch time ms | epoch s | "
+            "speedup | scaling eff. | GPU util % | GPU mem GB | sync |") in md
+    assert f"| toy | gpu | ddp | 2 | 16/32 | {ddp['images_per_sec']['median']:,.0f} |" in md
+    assert f"**{ddp['diagnosis']['label']}**" in md
+    assert "| 1 MiB |" in md
+
+
+def test_pngs_are_images_of_the_expected_size(report_dir):
+    for name in ("throughput_vs_gpus.png", "efficiency_vs_gpus.png", "strategies.png"):
+        assert png_size(report_dir / name) == SIZE_PX
+
+
+def test_compare_a_report_with_itself(report_dir):
+    rep = report_dir / "report.json"
+    res = ddpctl("bench", "compare", str(rep), str(rep))
+    assert res.returncode == 0, res.stderr
+    assert "| toy/gpu/ddp/2 |" in res.stdout and "| 1.00x |" in res.stdout
+    assert "| x2 at max size |" in res.stdout
+
+
+def test_a_failing_cell_is_reported_and_exits_1(tmp_path):
+    out = tmp_path / "fail"
+    res = ddpctl("bench", "--workloads", "toy", "--strategies", "single", "--gpus", "1", "--steps", "2",
+                 "--no-probe", "--no-plots", "--train-arg=--no-such-flag", "-o", str(out))
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines()[-1].startswith("error: 1 benchmark run(s) failed")
+    md = (out / "report.md").read_text()
+    assert "| toy | gpu | single | 1 | 32/32 | FAILED |" in md
+    assert "toy/gpu/single/1 repeat 0: exit 2" in md
+    assert (out / "logs").is_dir()
+
+
+def test_probe_busbw_factor_with_three_ranks():
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
+                          "-m", "ddp_train.allreduce_probe", "--min-bytes", "64K", "--max-bytes", "256K",
+                          "--iters", "3", "--warmup", "1"],
+                         capture_output=True, text=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout.strip().splitlines()[-1])
+    assert data["event"] == "allreduce_probe" and data["world_size"] == 3 and data["correct"] is True
+    assert [r["bytes"] for r in data["results"]] == [64 << 10, 256 << 10]
+    for r in data["results"]:
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 4 / 3)
+        assert r["algbw_gbps"] == pytest.approx(r["bytes"] / (r["time_us"] * 1e-6) / 1e9)

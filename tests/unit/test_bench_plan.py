@@ -1,0 +1,138 @@
+"""Matrix planning and the ddp-train command lines of `ddpctl bench` (pure parts)."""
+
+import pytest
+
+from ddpctl.bench.plan import BenchOptions, default_gpu_counts, parse_counts, parse_list, plan
+from ddpctl.bench.runner import HostExecutor, Launch, ddp_train_args, parse_event
+from ddpctl.errors import UsageError
+
+
+def keys(p):
+    return [c.key for c in p.cells]
+
+
+@pytest.mark.parametrize("available, counts", [(0, (1, 2)), (1, (1,)), (2, (1, 2)), (3, (1, 2, 3)),
+                                               (4, (1, 2, 4)), (8, (1, 2, 4, 8))])
+def test_default_gpu_counts(available, counts):
+    assert default_gpu_counts(available) == counts
+
+
+def test_cpu_host_runs_a_small_matrix():
+    p = plan(BenchOptions(), 0)
+    assert p.device == "cpu"
+    assert keys(p) == ["toy/gpu/single/1", "toy/gpu/ddp/2"]
+    assert p.probe_sizes == (2,) and p.probe_max_bytes == 16 << 20
+    assert (p.cells[0].warmup, p.cells[0].steps, p.cells[0].batch_size) == (2, 5, 32)
+
+
+def test_two_gpu_host_default_matrix():
+    p = plan(BenchOptions(), 2)
+    assert keys(p) == [
+        "cifar10-resnet18/gpu/single/1", "cifar10-resnet18/gpu/dp/2", "cifar10-resnet18/gpu/ddp/2",
+        "cifar10-resnet18/dataloader/single/1", "cifar10-resnet18/dataloader/dp/2",
+        "cifar10-resnet18/dataloader/ddp/2",
+        "imagenet-synthetic-resnet50/gpu/single/1", "imagenet-synthetic-resnet50/gpu/dp/2",
+        "imagenet-synthetic-resnet50/gpu/ddp/2",
+    ]
+    assert p.probe_sizes == (2,) and p.probe_max_bytes == 1 << 30
+    assert any("imagenet-synthetic-resnet50: no dataloader" in s for s in p.skipped)
+    assert p.total_runs == 9 + 1
+
+
+def test_eight_gpus_scale_out_and_repeat():
+    p = plan(BenchOptions(workloads=("toy",), pipelines=("gpu",), strategies=("ddp",), repeat=3), 8)
+    assert keys(p) == ["toy/gpu/ddp/2", "toy/gpu/ddp/4", "toy/gpu/ddp/8"]
+    assert p.probe_sizes == (2, 4, 8)
+    assert p.total_runs == 3 * 3 + 3
+
+
+def test_one_gpu_only_still_runs_ddp():
+    p = plan(BenchOptions(workloads=("toy",), pipelines=("gpu",)), 1)
+    assert keys(p) == ["toy/gpu/single/1", "toy/gpu/ddp/1"]
+    assert p.probe_sizes == ()
+
+
+def test_cpu_drops_dataparallel_with_a_note():
+    p = plan(BenchOptions(strategies=("single", "dp", "ddp")), 0)
+    assert [c.strategy for c in p.cells] == ["single", "ddp"]
+    assert any(s.startswith("dp: needs GPUs") for s in p.skipped)
+
+
+def test_no_probe():
+    assert plan(BenchOptions(probe=False), 2).probe_sizes == ()
+
+
+@pytest.mark.parametrize("options, available, needle", [
+    (BenchOptions(workloads=("resnet",)), 2, "unknown workload 'resnet'"),
+    (BenchOptions(strategies=("fsdp",)), 2, "unknown strategy 'fsdp'"),
+    (BenchOptions(pipelines=("dali",)), 2, "unknown pipeline 'dali'"),
+    (BenchOptions(gpus=(1, 4)), 2, "asks for 4 GPUs but this host has 2"),
+    (BenchOptions(gpus=(0,)), 2, "at least 1"),
+    (BenchOptions(repeat=0), 2, "--repeat"),
+    (BenchOptions(steps=0), 2, "--steps"),
+    (BenchOptions(warmup=-1), 2, "--warmup"),
+    (BenchOptions(batch_size=0), 2, "--batch-size"),
+    (BenchOptions(runtime="k8s"), 2, "unknown runtime"),
+    (BenchOptions(strategies=("dp",), gpus=(1,)), 2, "nothing to run"),
+    (BenchOptions(gpus=(16,)), 0, "CPU-only host"),
+])
+def test_bad_options(options, available, needle):
+    with pytest.raises(UsageError) as exc:
+        plan(options, available)
+    assert needle in exc.value.message and "\n" not in exc.value.message
+    assert exc.value.exit_code == 2
+
+
+def test_parse_helpers():
+    assert parse_list(" a, b ,", what="x") == ("a", "b")
+    assert parse_list(None, what="x") is None
+    assert parse_counts("1,2,4") == (1, 2, 4)
+    with pytest.raises(UsageError):
+        parse_counts("1,two")
+    with pytest.raises(UsageError):
+        parse_list(",", what="gpus")
+
+
+def test_ddp_train_args_gpu_cell():
+    c = plan(BenchOptions(workloads=("cifar10-resnet18",), pipelines=("dataloader",), strategies=("ddp",),
+                          warmup=10, steps=30), 2).cells[0]
+    assert ddp_train_args(c, "cuda", ("--compile",)) == [
+        "--workload", "cifar10", "--model", "resnet18", "--strategy", "ddp", "--data-pipeline", "dataloader",
+        "--batch-size", "256", "--warmup-steps", "10", "--max-steps", "40", "--no-eval", "--progress", "lines",
+        "--compile"]
+
+
+def test_ddp_train_args_cpu_toy():
+    c = plan(BenchOptions(), 0).cells[0]
+    args = ddp_train_args(c, "cpu")
+    assert args[:2] == ["--workload", "toy"] and "--model" not in args
+    assert args[args.index("--data-pipeline") + 1] == "device"
+    assert args[-2:] == ["--device", "cpu"]
+
+
+def test_host_executor_argv_and_visible_gpus():
+    ex = HostExecutor(python="/py", env={"PATH": "/bin"})
+    dist = Launch("x", "ddp_train", ("--a",), nprocs=2, distributed=True, gpus=2)
+    assert ex.argv(dist) == ["/py", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                             "-m", "ddp_train", "--a"]
+    assert ex.environ(dist)["CUDA_VISIBLE_DEVICES"] == "0,1"
+    one = Launch("y", "ddp_train.sysinfo", ())
+    assert ex.argv(one) == ["/py", "-m", "ddp_train.sysinfo"]
+    assert "CUDA_VISIBLE_DEVICES" not in ex.environ(one)
+    # A user's own CUDA_VISIBLE_DEVICES is respected: the first N of it.
+    ex2 = HostExecutor(python="/py", env={"CUDA_VISIBLE_DEVICES": "3,5,7"})
+    assert ex2.environ(Launch("z", "m", (), gpus=2))["CUDA_VISIBLE_DEVICES"] == "3,5"
+
+
+def test_parse_event_takes_the_last_matching_json_line():
+    out = "\n".join([
+        'ddp-train: world_size=2',
+        '{"event": "summary", "images_per_sec": 1}',
+        '[rank1]: some warning {not json}',
+        '{"event": "summary", "images_per_sec": 2}',
+        '{"event": "other"}',
+        'trailing text',
+    ])
+    assert parse_event(out, "summary") == {"event": "summary", "images_per_sec": 2}
+    assert parse_event(out, "other") == {"event": "other"}
+    assert parse_event(out, "allreduce_probe") is None

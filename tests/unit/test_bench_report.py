@@ -1,0 +1,128 @@
+"""report.json / report.md / compare from given measurements (the pure half of `ddpctl bench`).
+
+The measurements here are inputs written for the test (the end-to-end test in tests/distributed runs real
+programs); every expected figure below is worked out by hand from them.
+"""
+
+import copy
+
+import jsonschema
+import pytest
+
+from ddpctl.bench.compare import compare
+from ddpctl.bench.plan import BenchOptions, plan
+from ddpctl.bench.report import build_report, render_markdown, schema
+from ddpctl.bench.runner import BenchRun, CellRun, RunResult
+
+# (img/s, step time s, data time s) per cell key; per-GPU batch 256.
+MEASURED = {
+    "cifar10-resnet18/gpu/single/1": (40_000.0, 0.0064, 0.0),
+    "cifar10-resnet18/gpu/dp/2": (50_000.0, 0.01024, 0.0),
+    "cifar10-resnet18/gpu/ddp/2": (78_000.0, 0.0065641, 0.0),
+    "cifar10-resnet18/dataloader/single/1": (9_900.0, 0.025859, 0.02),
+    "cifar10-resnet18/dataloader/dp/2": (11_000.0, 0.046545, 0.04),
+    "cifar10-resnet18/dataloader/ddp/2": (11_780.0, 0.043464, 0.035),
+    "imagenet-synthetic-resnet50/gpu/single/1": (3_000.0, 0.085333, 0.0),
+    "imagenet-synthetic-resnet50/gpu/dp/2": (4_000.0, 0.128, 0.0),
+    "imagenet-synthetic-resnet50/gpu/ddp/2": (5_400.0, 0.094815, 0.0),
+}
+PROBE = {"event": "allreduce_probe", "world_size": 2, "backend": "nccl", "dtype": "float32", "correct": True,
+         "results": [{"bytes": 1 << 20, "iters": 20, "time_us": 20.0, "algbw_gbps": 52.4, "busbw_gbps": 52.4},
+                     {"bytes": 1 << 30, "iters": 20, "time_us": 3263.7, "algbw_gbps": 329.0, "busbw_gbps": 329.0}],
+         "peak_busbw_gbps": 329.0, "max_bytes": 1 << 30, "busbw_at_max_gbps": 329.0}
+
+
+def make_report(measured=MEASURED, fail=()):
+    p = plan(BenchOptions(), 2)
+    bench = BenchRun(sysinfo={"gpu_count": 2, "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3",
+                                                         "memory_gb": 85.0}], "torch": "2.11.0", "cuda": "13.0",
+                              "nccl": "2.27.7", "cpu_count": 32}, plan=p, probes={2: PROBE}, seconds=100.0)
+    for cell in p.cells:
+        ips, step, data = measured[cell.key]
+        if cell.key in fail:
+            bench.runs.append(CellRun(cell, 0, RunResult(1, "", "boom", 3.0), None, "exit 1: boom"))
+            continue
+        summary = {"event": "summary", "images_per_sec": ips, "step_time_s": step, "data_time_s": data,
+                   "epoch_time_s": 50_000 / ips, "gpu_util": 97.0, "gpu_mem_gb": 5.5, "sync_check": "pass",
+                   "global_batch": 256 * (1 if cell.strategy == "single" else 2)}
+        bench.runs.append(CellRun(cell, 0, RunResult(0, "", "", 10.0), summary))
+    return build_report(bench, hardware_host={"present": True, "driver": "580.159.04", "topology": "GPU0 X NV18"},
+                        options={"workloads": ["cifar10-resnet18"], "strategies": ["single", "dp", "ddp"],
+                                 "gpus": [1, 2], "pipelines": ["gpu", "dataloader"], "warmup": 20, "steps": 50,
+                                 "repeat": 1},
+                        command="ddpctl bench", created="2026-11-26T00:00:00+00:00", runtime="host")
+
+
+def cells(report):
+    return {c["key"]: c for c in report["cells"]}
+
+
+def test_efficiency_figures():
+    c = cells(make_report())
+    ddp = c["cifar10-resnet18/gpu/ddp/2"]
+    assert ddp["baseline_key"] == "cifar10-resnet18/gpu/single/1"
+    assert ddp["speedup"] == pytest.approx(78_000 / 40_000)
+    assert ddp["scaling_efficiency"] == pytest.approx(0.975)
+    ic = ddp["interconnect"]
+    assert ic["grad_bytes"] == 11_173_962 * 4
+    assert ic["t_comm_lb_s"] == pytest.approx(44_695_848 / 329e9)
+    assert ic["t_compute_s"] == pytest.approx(0.0064)
+    assert ic["eff_no_overlap"] == pytest.approx(0.979214, rel=1e-5)
+    assert ddp["diagnosis"]["label"] == "compute-bound"
+    # The DataLoader DDP cell is 78,000 / 11,780 = 6.6x slower than the GPU-resident one: input-bound.
+    dl = c["cifar10-resnet18/dataloader/ddp/2"]
+    assert dl["baseline_key"] == "cifar10-resnet18/dataloader/single/1"
+    assert dl["scaling_efficiency"] == pytest.approx(11_780 / (2 * 9_900))
+    assert dl["diagnosis"]["label"] == "input-pipeline-bound" and "6.6x" in dl["diagnosis"]["reason"]
+    # ResNet-50: 0.9 efficiency, +9.48 ms over 1 GPU, all-reduce >= 0.311 ms -> not the interconnect.
+    r50 = c["imagenet-synthetic-resnet50/gpu/ddp/2"]
+    assert r50["scaling_efficiency"] == pytest.approx(0.9)
+    assert r50["interconnect"]["t_comm_lb_s"] == pytest.approx(25_557_032 * 4 / 329e9)
+    assert r50["diagnosis"]["label"] == "overhead-bound"
+    # Only DDP cells on 2+ GPUs get an interconnect bound and a diagnosis.
+    assert c["cifar10-resnet18/gpu/dp/2"]["diagnosis"] is None
+    assert c["cifar10-resnet18/gpu/single/1"]["scaling_efficiency"] == 1.0
+
+
+def test_headline():
+    h = make_report()["headline"]
+    assert [(x["workload"], round(x["scaling_efficiency"], 4)) for x in h["ddp_scaling"]] == [
+        ("cifar10-resnet18", 0.975), ("imagenet-synthetic-resnet50", 0.9)]
+    assert h["pipeline_speedup_1gpu"][0]["ratio"] == pytest.approx(40_000 / 9_900)
+    assert h["busbw_at_max_gbps"] == [{"world_size": 2, "bytes": 1 << 30, "busbw_gbps": 329.0}]
+
+
+def test_report_matches_schema():
+    rep = make_report(fail={"imagenet-synthetic-resnet50/gpu/dp/2"})
+    rep["plots"] = []
+    jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+    bad = copy.deepcopy(rep)
+    bad["cells"][0]["strategy"] = "fsdp"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema(), cls=jsonschema.Draft202012Validator)
+
+
+def test_markdown_tables():
+    rep = make_report(fail={"imagenet-synthetic-resnet50/gpu/dp/2"})
+    md = render_markdown(rep, ["throughput_vs_gpus.png"])
+    assert "| cifar10-resnet18 | gpu | ddp | 2 | 256/512 | 78,000 | 6.6 | 0.6 | 1.95 | 97.5% | 97 | 5.5 | pass |" in md
+    assert "| imagenet-synthetic-resnet50 | gpu | dp | 2 | 256/512 | FAILED |" in md
+    assert "| cifar10-resnet18 | gpu | 2 | 97.5% | 97.9% | 100.0% | 44.7 | 329.0 | 6.40 | 0.136 | **compute-bound**" in md
+    assert "**input-pipeline-bound**" in md and "**overhead-bound**" in md
+    assert "| 1 GiB | 3263.7 | 329.00 | 329.00 |" in md
+    assert "DDP scaling efficiency, cifar10-resnet18 on 2 GPUs: **97.5%**" in md
+    assert "GPU-resident pipeline vs DataLoader, cifar10-resnet18, 1 GPU: **4.04x**" in md
+    assert "2 x NVIDIA H100 80GB HBM3" in md and "GPU0 X NV18" in md
+    assert "imagenet-synthetic-resnet50/gpu/dp/2 repeat 0: exit 1: boom" in md
+    assert "![Throughput vs GPUs" in md
+
+
+def test_compare_side_by_side_with_ratios():
+    a = make_report()
+    faster = {k: (v[0] * (1.25 if "resnet50" in k else 1.0), v[1], v[2]) for k, v in MEASURED.items()}
+    b = make_report(faster)
+    text = compare(a, b, name_a="old.json", name_b="new.json")
+    assert "A = old.json: 2 x NVIDIA H100 80GB HBM3" in text
+    assert "| imagenet-synthetic-resnet50/gpu/ddp/2 | 5,400 | 6,750 | 1.25x |" in text
+    assert "| cifar10-resnet18/gpu/ddp/2 | 78,000 | 78,000 | 1.00x | 97.5% | 97.5% |" in text
+    assert "| x2 at max size | 329.00 | 329.00 | 1.00x |" in text
