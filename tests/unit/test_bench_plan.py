@@ -37,6 +37,9 @@ def test_two_gpu_host_default_matrix():
     assert p.probe_sizes == (2,) and p.probe_max_bytes == 1 << 30
     assert any("imagenet-synthetic-resnet50: no dataloader" in s for s in p.skipped)
     assert p.total_runs == 9 + 1
+    # Per-workload step defaults: about a second or more of timed work each on a current GPU.
+    assert {(c.workload, c.warmup, c.steps, c.batch_size) for c in p.cells} == {
+        ("cifar10-resnet18", 30, 200, 256), ("imagenet-synthetic-resnet50", 15, 40, 256)}
 
 
 def test_eight_gpus_scale_out_and_repeat():

@@ -47,8 +47,8 @@ def run_bench(options: BenchOptions, outdir: Path, *, executor=None, progress=No
         "strategies": sorted({c.strategy for c in the_plan.cells}),
         "gpus": list(the_plan.gpu_counts),
         "pipelines": sorted({c.pipeline for c in the_plan.cells}),
-        "warmup": the_plan.cells[0].warmup,
-        "steps": the_plan.cells[0].steps,
+        "warmup": options.warmup,  # None: each workload's default (the cells record what ran)
+        "steps": options.steps,
         "repeat": the_plan.repeat,
         "batch_size": options.batch_size,
         "probe_max_bytes": the_plan.probe_max_bytes,

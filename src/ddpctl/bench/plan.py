@@ -35,15 +35,18 @@ class Workload:
     batch_size_cpu: int  # per process on a CPU host
     dataset_size: int  # training images per epoch (for the epoch time when the program reports none)
     param_count: int | None  # trainable parameters, when known ahead (the program's summary wins)
+    warmup_gpu: int = 20  # default warm-up / timed steps on GPU: about a second or more of timed work
+    steps_gpu: int = 50
 
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
-        Workload("toy", "toy", None, ("gpu", "dataloader"), 256, 32, 50_000, None),
-        Workload("cifar10-resnet18", "cifar10", "resnet18", ("gpu", "dataloader"), 256, 32, 50_000, 11_173_962),
+        Workload("toy", "toy", None, ("gpu", "dataloader"), 256, 32, 2_048, None, 20, 100),
+        Workload("cifar10-resnet18", "cifar10", "resnet18", ("gpu", "dataloader"), 256, 32, 50_000, 11_173_962,
+                 30, 200),
         Workload("imagenet-synthetic-resnet50", "imagenet-synthetic", "resnet50", ("gpu",), 256, 8,
-                 1_281_167, 25_557_032),
+                 1_281_167, 25_557_032, 15, 40),
     )
 }
 
@@ -123,8 +126,6 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
     workloads = options.workloads or (("toy",) if cpu else ("cifar10-resnet18", "imagenet-synthetic-resnet50"))
     strategies = options.strategies or (("single", "ddp") if cpu else STRATEGIES)
     pipelines = options.pipelines or (("gpu",) if cpu else PIPELINES)
-    warmup = options.warmup if options.warmup is not None else (2 if cpu else 20)
-    steps = options.steps if options.steps is not None else (5 if cpu else 50)
 
     if options.gpus:
         counts = tuple(sorted(set(options.gpus)))
@@ -144,6 +145,8 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
     for wname in workloads:
         w = WORKLOADS[wname]
         batch = options.batch_size or (w.batch_size_cpu if cpu else w.batch_size_gpu)
+        warmup = options.warmup if options.warmup is not None else (2 if cpu else w.warmup_gpu)
+        steps = options.steps if options.steps is not None else (5 if cpu else w.steps_gpu)
         for pipe in pipelines:
             if pipe not in w.pipelines:
                 skipped.append(f"{wname}: no {pipe} pipeline (its data are generated on the device)")

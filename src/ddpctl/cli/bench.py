@@ -49,9 +49,11 @@ def bench(
         "--pipelines", "-p", help="Comma-separated: gpu (data on the device), dataloader (classic CPU "
         "DataLoader) (default: both on GPU, gpu on CPU).", show_default=False)] = None,
     warmup: Annotated[Optional[int], typer.Option(
-        "--warmup", help="Warm-up steps per run, not timed (default 20; 2 on CPU).", show_default=False)] = None,
+        "--warmup", help="Warm-up steps per run, not timed (default per workload on GPU: "
+        "toy 20, CIFAR 30, ImageNet 15; 2 on CPU).", show_default=False)] = None,
     steps: Annotated[Optional[int], typer.Option(
-        "--steps", help="Timed steps per run (default 50; 5 on CPU).", show_default=False)] = None,
+        "--steps", help="Timed steps per run (default per workload on GPU: toy 100, "
+        "CIFAR 200, ImageNet 40; 5 on CPU).", show_default=False)] = None,
     repeat: Annotated[int, typer.Option("--repeat", "-r", help="Runs per cell; the report gives the median "
                                         "and spread.")] = 1,
     batch_size: Annotated[Optional[int], typer.Option(
