@@ -117,3 +117,14 @@ def test_probe_busbw_factor_with_three_ranks():
     for r in data["results"]:
         assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 4 / 3)
         assert r["algbw_gbps"] == pytest.approx(r["bytes"] / (r["time_us"] * 1e-6) / 1e9)
+
+
+def test_time_budget_skips_runs_and_still_writes_the_report(tmp_path):
+    out = tmp_path / "budget"
+    res = ddpctl("bench", "--workloads", "toy", "--gpus", "1,2", "--no-plots", "--time-budget", "1", "-o", str(out))
+    assert res.returncode == 1
+    rep = json.loads((out / "report.json").read_text())
+    jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+    assert [r["error"] for c in rep["cells"] for r in c["runs"]] == ["not run: the --time-budget was spent"] * 2
+    assert rep["interconnect"] == [{"world_size": 2, "ok": False, "error": "not run: the --time-budget was spent"}]
+    assert "not run: the --time-budget was spent" in (out / "report.md").read_text()

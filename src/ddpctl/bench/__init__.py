@@ -41,7 +41,7 @@ def run_bench(options: BenchOptions, outdir: Path, *, executor=None, progress=No
     outdir.mkdir(parents=True, exist_ok=True)
     created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     bench = runner.execute(the_plan, executor, sysinfo, outdir, progress, cell_timeout=options.cell_timeout_s,
-                           extra_args=options.extra_args)
+                           extra_args=options.extra_args, time_budget=options.time_budget_s)
     opts = {
         "workloads": sorted({c.workload for c in the_plan.cells}),
         "strategies": sorted({c.strategy for c in the_plan.cells}),

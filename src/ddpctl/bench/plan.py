@@ -67,6 +67,7 @@ class BenchOptions:
     probe: bool = True
     probe_max_bytes: int | None = None
     cell_timeout_s: float = 900.0
+    time_budget_s: float | None = None  # whole matrix; runs that do not fit are reported as not run
     extra_args: tuple[str, ...] = ()  # appended to every ddp-train command
     image: str | None = None  # --runtime docker
 
@@ -197,6 +198,8 @@ def validate(options: BenchOptions) -> None:
 
     if options.gpus and min(options.gpus) < 1:
         raise UsageError(f"GPU counts must be at least 1, got {min(options.gpus)}", "pass e.g. --gpus 1,2")
+    if options.time_budget_s is not None and options.time_budget_s <= 0:
+        raise UsageError("--time-budget must be positive", "pass seconds, e.g. --time-budget 600")
     if options.cell_timeout_s <= 0:
         raise UsageError("--cell-timeout must be positive", "pass seconds, e.g. --cell-timeout 900")
 

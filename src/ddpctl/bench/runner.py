@@ -24,6 +24,8 @@ from ddpctl.bench.plan import WORKLOADS, Cell, Plan
 from ddpctl.errors import JobFailed
 
 TRAIN_MODULE = "ddp_train"
+MIN_RUN_S = 15.0  # with a time budget, no run starts with less than this left
+NOT_RUN = "not run: the --time-budget was spent"
 PROBE_MODULE = "ddp_train.allreduce_probe"
 SYSINFO_MODULE = "ddp_train.sysinfo"
 
@@ -240,10 +242,21 @@ def collect_sysinfo(executor: Executor, timeout: float = 180.0) -> dict:
 
 
 def execute(plan: Plan, executor: Executor, sysinfo: dict, outdir: Path, progress, *,
-            cell_timeout: float, extra_args: tuple[str, ...] = ()) -> BenchRun:
-    """Run the probes, then every cell ``plan.repeat`` times (round-robin, so slow drift hits all cells)."""
+            cell_timeout: float, extra_args: tuple[str, ...] = (), time_budget: float | None = None) -> BenchRun:
+    """Run the probes, then every cell ``plan.repeat`` times (round-robin, so slow drift hits all cells).
+
+    With ``time_budget`` (seconds), no run starts once the budget is spent (those runs are recorded as not
+    run) and no run is given more than what is left, so the report is always written in time.
+    """
     bench = BenchRun(sysinfo=sysinfo, plan=plan)
     start = time.monotonic()
+
+    def allowed() -> float | None:
+        """Seconds the next run may take; None when the budget is spent."""
+        if time_budget is None:
+            return cell_timeout
+        left = time_budget - (time.monotonic() - start)
+        return min(cell_timeout, left) if left >= MIN_RUN_S else None
     total = plan.total_runs
     index = 0
     logs = outdir / "logs"
@@ -254,8 +267,12 @@ def execute(plan: Plan, executor: Executor, sysinfo: dict, outdir: Path, progres
         progress.start(index, total, label)
         launch = Launch(f"probe-{n}", PROBE_MODULE, ("--max-bytes", str(plan.probe_max_bytes)),
                         nprocs=n, distributed=True, gpus=n if gpu else 0)
-        res = executor.run(launch, timeout=cell_timeout, log=logs / f"{index:02d}-probe-x{n}.log",
-                           tick=progress.tick)
+        limit = allowed()
+        if limit is None:
+            bench.probe_errors[n] = NOT_RUN
+            progress.done(NOT_RUN)
+            continue
+        res = executor.run(launch, timeout=limit, log=logs / f"{index:02d}-probe-x{n}.log", tick=progress.tick)
         data = parse_event(res.stdout, "allreduce_probe") if res.ok else None
         if data is None:
             bench.probe_errors[n] = _failure(res)
@@ -273,7 +290,12 @@ def execute(plan: Plan, executor: Executor, sysinfo: dict, outdir: Path, progres
                             distributed=cell.strategy == "ddp",
                             gpus=cell.gpus if gpu else 0)
             slug = cell.key.replace("/", "-")
-            res = executor.run(launch, timeout=cell_timeout, log=logs / f"{index:02d}-{slug}-r{rep}.log",
+            limit = allowed()
+            if limit is None:
+                bench.runs.append(CellRun(cell, rep, RunResult(-1, "", NOT_RUN, 0.0), None, NOT_RUN))
+                progress.done(NOT_RUN)
+                continue
+            res = executor.run(launch, timeout=limit, log=logs / f"{index:02d}-{slug}-r{rep}.log",
                                tick=progress.tick)
             summary = parse_event(res.stdout, "summary")
             error = None

@@ -72,6 +72,9 @@ def bench(
         show_default=False)] = None,
     cell_timeout: Annotated[float, typer.Option("--cell-timeout", help="Seconds before one run is "
                                                 "stopped.")] = 900.0,
+    time_budget: Annotated[Optional[float], typer.Option(
+        "--time-budget", help="Seconds for the whole matrix: runs that no longer fit are reported as not run, "
+        "and the report is still written.", show_default=False)] = None,
     train_arg: Annotated[Optional[list[str]], typer.Option(
         "--train-arg", help="Extra argument for every ddp-train run, repeatable (e.g. --train-arg=--compile).",
         show_default=False)] = None,
@@ -99,7 +102,7 @@ def bench(
         gpus=parse_counts(gpus),
         pipelines=parse_list(pipelines, what="pipelines"),
         warmup=warmup, steps=steps, repeat=repeat, batch_size=batch_size, runtime=runtime,
-        probe=not no_probe, probe_max_bytes=probe_bytes, cell_timeout_s=cell_timeout,
+        probe=not no_probe, probe_max_bytes=probe_bytes, cell_timeout_s=cell_timeout, time_budget_s=time_budget,
         extra_args=tuple(train_arg or ()), image=image,
     )
     plots = not no_plots
