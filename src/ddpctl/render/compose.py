@@ -112,7 +112,7 @@ def header(spec: JobSpec, name: str) -> str:
     if spec.multi_host:
         rank = int(name.rsplit("node-", 1)[1].split(".")[0])
         lines.append(f"# Node {rank} of {spec.nodes}: run on host {spec.hosts[rank]} "
-                     f"(master {launch.master_addr(spec)}:{spec.port}) with: docker-compose -f {name} up")
+                     f"(master {launch.master_addr(spec)}:{spec.port}) with: docker-compose -f <this file> up")
     else:
-        lines.append(f"# Start with: docker-compose -f {name} up   (or: docker compose -f {name} up)")
+        lines.append("# Start with: docker-compose -f <this file> up   (or: docker compose -f <this file> up)")
     return "\n".join(lines) + "\n"

@@ -29,11 +29,14 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "drop shm_size"),
     Unsupported("memlock", lambda s: s.memlock, "ulimits come from the cluster's configuration",
                 "drop memlock and ask the admins for an unlimited memlock limit"),
+    Unsupported("hosts given as IP addresses", lambda s: any(_IP_RE.match(h) for h in s.hosts),
+                "hosts become --nodelist, which takes Slurm node names", "list the Slurm node names as hosts"),
     Unsupported("volumes without a container", lambda s: bool(s.volumes) and s.slurm.container == "none",
                 "without a container the job sees the nodes' file systems directly",
                 "drop volumes, or use --container pyxis|apptainer"),
 )
 
+_IP_RE = re.compile(r"^(\d{1,3}(\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:]*\]?)$")
 _DIRECTIVE_RE = re.compile(r"^[A-Za-z0-9_.,+:\-]+$")
 _OUTPUT_RE = re.compile(r"^[A-Za-z0-9_.,%/+\-]+$")
 _PATH_RE = re.compile(r"^[A-Za-z0-9_.,/~+\-]+$")
