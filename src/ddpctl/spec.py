@@ -610,9 +610,6 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None,
         if len(hosts) > 1 and kw.get("network", "bridge") != "host":
             raise ck.fail(("network",), "must be host for a multi-host run (bridge networks do not span hosts)",
                           "set network: host")
-    if kw.get("network") == "host" and nodes > 1 and not hosts:
-        raise ck.fail(("hosts",), "is required with network: host and more than one node",
-                      "list one host address per node, the master first")
     return JobSpec(**kw)
 
 
