@@ -178,3 +178,40 @@ def pod_template_errors(template: dict) -> list[str]:
     except kubernetes_validate.ValidationError as exc:
         return [str(exc).splitlines()[0]]
     return []
+
+
+# -------------------------------------------------------------------------------------------------- Slurm
+
+_FAKE_SRUN = """#!{python}
+import json, os, sys
+with open(os.environ["FAKE_SRUN_OUT"], "w") as fh:
+    json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, fh)
+"""
+_FAKE_SCONTROL = """#!/bin/sh
+[ "$1" = show ] && [ "$2" = hostnames ] || exit 3
+i=1; while [ "$i" -le "$SLURM_JOB_NUM_NODES" ]; do echo "gpu-node-$i"; i=$((i+1)); done
+"""
+
+
+def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242") -> dict:
+    """Execute an sbatch script with bash, with ``srun`` and ``scontrol`` replaced by recorders.
+
+    Returns what srun received: ``argv`` (its argument list) and ``env``. Nothing of the job itself runs.
+    """
+    import sys
+
+    bin_dir = tmp / "fakebin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "srun").write_text(_FAKE_SRUN.format(python=sys.executable))
+    (bin_dir / "scontrol").write_text(_FAKE_SCONTROL)
+    for f in ("srun", "scontrol"):
+        (bin_dir / f).chmod(0o755)
+    path = tmp / "job.sbatch"
+    path.write_text(script)
+    out = tmp / "srun.json"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_SRUN_OUT": str(out), "SLURM_JOB_ID": job_id,
+           "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-node-[1-{nodes}]", "HOME": str(tmp)}
+    result = subprocess.run(["bash", str(path)], cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise AssertionError(f"script failed ({result.returncode}): {result.stderr}")
+    return json.loads(out.read_text())

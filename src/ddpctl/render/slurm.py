@@ -120,7 +120,7 @@ def render(spec: JobSpec) -> str:
         body.append(f"MASTER_ADDR={shlex.quote(spec.master_addr)}")
     else:
         body.append("# The first host of the allocation runs the c10d rendezvous.")
-        body.append('MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
+        body.append('MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"')  # sed, not head: no SIGPIPE under pipefail
     body.append("export MASTER_ADDR")
     body.append("")
     srun_opts, prefix = _container_words(spec)
