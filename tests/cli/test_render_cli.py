@@ -56,6 +56,7 @@ BAD = [
     ("slurm-ip-hosts", ["slurm", "-n", "2", "--network", "host", "--hosts", "10.0.0.1,10.0.0.2"], None, "node names"),
     ("host-network-no-hosts", ["compose", "-n", "2", "--network", "host"], None, "hosts"),
     ("restart-policy", ["pytorchjob", "--restart-policy", "Sometimes"], None, "OnFailure"),
+    ("nodes-not-an-integer", ["compose", "-n", "two"], None, "not a valid integer"),
     ("missing-output-dir", ["compose"], "no/such/dir/out.yaml", "does not exist"),
 ]
 
@@ -155,7 +156,7 @@ def test_render_path_imports_neither_torch_nor_docker():
         "        main(argv)\n"
         "    except SystemExit as e:\n"
         "        assert e.code == 0, e.code\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'docker', 'jsonschema'))\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'docker', 'jsonschema', 'pydantic'))\n"
         "print('IMPORTED', bad, file=sys.stderr)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

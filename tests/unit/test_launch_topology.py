@@ -18,7 +18,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import render_support as rs  # noqa: E402
-
 from ddpctl import k8s_contract  # noqa: E402
 from ddpctl.render import compose, pytorchjob, slurm, trainjob  # noqa: E402
 from ddpctl.spec import spec_from_dict  # noqa: E402

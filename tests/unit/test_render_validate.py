@@ -12,11 +12,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import render_support as rs  # noqa: E402
-from render_cases import ALL  # noqa: E402
-
 from ddpctl.examples import plan  # noqa: E402
 from ddpctl.render import compose, pytorchjob, render_files, trainjob  # noqa: E402
 from ddpctl.spec import spec_from_dict  # noqa: E402
+from render_cases import ALL  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
