@@ -111,6 +111,8 @@ def test_multi_host_output_naming(tmp_path):
     node1 = yaml.safe_load((outdir / "compose.node-1.yaml").read_text())
     (svc,) = node1["services"].values()
     assert svc["network_mode"] == "host" and "gpu-node-01" in svc["command"]
+    assert ddpctl("render", "compose", "-f", spec_file, "-o", str(tmp_path / "new") + "/").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["compose.node-0.yaml", "compose.node-1.yaml"]
     stdout = ddpctl("render", "compose", "-f", spec_file).stdout
     assert [d is not None for d in yaml.safe_load_all(stdout)] == [True, True]
 

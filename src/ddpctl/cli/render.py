@@ -33,7 +33,7 @@ app.add_typer(render_app, name="render")
 
 TARGET_PANEL = "Target options"
 
-Output = Annotated[Optional[Path], typer.Option(
+Output = Annotated[Optional[str], typer.Option(  # str: a Path would drop the trailing '/' of a directory
     "-o", "--output", show_default=False,
     help="Write to this file instead of stdout (an existing directory gets the default file name).")]
 
@@ -100,14 +100,14 @@ _EXAMPLES = {
 }
 
 
-def default_output_names(files: dict[str, str], output: Path) -> dict[Path, str]:
+def default_output_names(files: dict[str, str], output_arg: str) -> dict[Path, str]:
     """Where ``-o`` puts each rendered file.
 
     An existing directory (or a path ending in '/') gets the renderer's default names. A file path is used as is
     for one file; several files (multi-host compose) become ``<stem>.node-<i><suffix>`` beside it.
     """
-    text = str(output)
-    if output.is_dir() or text.endswith(("/", os.sep)):
+    output = Path(output_arg)
+    if output.is_dir() or output_arg.endswith(("/", os.sep)):
         return {output / name: content for name, content in files.items()}
     if len(files) == 1:
         return {output: next(iter(files.values()))}
@@ -153,7 +153,7 @@ def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -
     from ddpctl.render import render_files
 
     extra = {key: kw.pop(param) for param, _, key in options}
-    output: Path | None = kw.pop("output")
+    output: str | None = kw.pop("output")
     command = kw.pop("command")
     file = kw.pop("file")
     spec = so.spec_from_cli(file, command=command, extra=extra, **kw)
@@ -162,6 +162,8 @@ def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -
         sys.stdout.write("---\n".join(files.values()))
         return
     placed = default_output_names(files, output)
+    if output.endswith(("/", os.sep)):
+        Path(output).mkdir(parents=True, exist_ok=True)  # `-o out/` names a directory (rendering already succeeded)
     write_atomic(placed, executable=target == "slurm")
     for path in placed:
         print(f"wrote {path}", file=sys.stderr)
