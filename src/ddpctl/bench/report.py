@@ -315,7 +315,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
             _f(c["gpu_util"], ".0f"), _f(c["gpu_mem_gb"], ".1f"), c["sync_check"] or "-",
         ])
     lines += _table(["workload", "pipeline", "strategy", unit, "batch/GPU / global", "img/s", "batch time ms",
-                     "epoch s", "speedup", "scaling eff.", "GPU util %", "GPU mem GB", "sync"], rows)
+                     "epoch s", "speedup", "scaling eff.", "GPU util %", "GPU mem GiB", "sync"], rows)
     lines += [""]
 
     lines += ["## Scaling against the interconnect", "",
