@@ -64,14 +64,14 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
 @dataclass(frozen=True)
 class Launch:
     """One program run: ``python -m MODULE ARGS``, under ``torchrun`` with ``nprocs`` processes when
-    ``distributed``; ``gpus`` GPUs visible to it (0 = leave the CPU host as it is)."""
+    ``distributed``; ``gpus`` GPUs visible to it (0: none asked for, a CPU run; None: all the host has)."""
 
     name: str
     module: str
     args: tuple[str, ...]
     nprocs: int = 1
     distributed: bool = False
-    gpus: int = 0
+    gpus: int | None = 0
 
 
 @dataclass
@@ -232,7 +232,7 @@ class BenchRun:
 
 
 def collect_sysinfo(executor: Executor, timeout: float = 180.0) -> dict:
-    res = executor.run(Launch("sysinfo", SYSINFO_MODULE, ()), timeout=timeout)
+    res = executor.run(Launch("sysinfo", SYSINFO_MODULE, (), gpus=None), timeout=timeout)
     info = parse_event(res.stdout, "sysinfo") if res.ok else None
     if info is None:
         raise JobFailed(f"python -m {SYSINFO_MODULE} failed on {executor.describe()} (exit {res.returncode}: "
