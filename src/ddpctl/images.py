@@ -397,7 +397,8 @@ def wheel_requirements(wheel: Path) -> list[str]:
 
 def image_requirements(plan: BuildPlan, wheel: Path) -> list[str]:
     """What stage 1 installs: torch (skipped there when the base has it) and ddpctl's dependencies."""
-    return [f"torch=={plan.torch_version}", *wheel_requirements(wheel)]
+    # numpy: torch's optional array interop; without it every process warns at import
+    return [f"torch=={plan.torch_version}", "numpy", *wheel_requirements(wheel)]
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -465,6 +466,7 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
         shutil.rmtree(root / STAGE_DIR, ignore_errors=True)
         progress.done(f"{plan.tag} is up to date (inputs {digest})")
         return BuildResult(plan.tag, _image_id(client, plan.tag) or "", True, time.monotonic() - t0, existing)
+    previous_id = _image_id(client, plan.tag)
     labels = {LABEL_BUILD_HASH: digest, LABEL_VERSION: __version__, LABEL_MANAGED_BY: MANAGED_BY}
     image_id = ""
     error = None
@@ -488,11 +490,23 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     if error:
         raise EngineError(f"building {plan.tag} failed: {error[:300]}", "read the build output above")
     image_id = image_id or _image_id(client, plan.tag) or ""
+    if previous_id and previous_id != image_id:
+        _drop_if_untagged(client, previous_id)
     seconds = time.monotonic() - t0
     final = image_labels(client, plan.tag) or {}
     progress.done(f"built {plan.tag} ({image_id[7:19]}) in {seconds:.0f}s: torch {final.get(LABEL_TORCH, '?')}, "
                   f"CUDA {final.get(LABEL_CUDA) or 'none'}")
     return BuildResult(plan.tag, image_id, False, seconds, final)
+
+
+def _drop_if_untagged(client, image_id: str) -> None:
+    """The image a rebuild replaced: remove it when nothing else names it (its layers stay cached)."""
+    try:
+        img = client.images.get(image_id)
+        if not img.tags:
+            client.images.remove(image_id, noprune=True)
+    except Exception:  # noqa: BLE001 - in use by a container, or already gone: leave it
+        pass
 
 
 def probe_torch(client, image: str) -> tuple[str, str] | None:

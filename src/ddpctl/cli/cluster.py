@@ -144,7 +144,7 @@ def ps(
                       executor.format_age(now - r.created)))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
-        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _since(value: str | None) -> float | None:
