@@ -169,3 +169,29 @@ def test_name_clash_with_a_running_job(engine, cpu_image, job_name, tmp_path):
     assert labelled(engine, job_name) == before  # the running job is untouched
     assert ddpctl("down", job_name).returncode == 0
     assert labelled(engine, job_name) == ([], [])
+
+
+def test_creation_is_all_or_nothing(engine, cpu_image, job_name, tmp_path):
+    """The real engine, with one fault injected: the second container's create fails."""
+    import pytest
+
+    from ddpctl.errors import EngineError
+    from ddpctl.local import executor
+    from ddpctl.local.engine import DockerEngine
+    from ddpctl.local.plan import plan_local
+    from ddpctl.spec import spec_from_dict
+
+    class FailingSecondCreate(DockerEngine):
+        calls = 0
+
+        def create_container(self, request):
+            self.calls += 1
+            if self.calls == 2:
+                # a real engine error: a name that is not valid for a container
+                request = dict(request, name="bad name!")
+            return super().create_container(request)
+
+    plan = plan_local(spec_from_dict({"name": job_name, "nodes": 3}), cwd=tmp_path)
+    with pytest.raises(EngineError, match="nothing was left behind"):
+        executor.up(plan, FailingSecondCreate(engine), host_gpus=0)
+    assert labelled(engine, job_name) == ([], [])
