@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-CPU_IMAGE = "ddpctl/ddp-train:cpu"
+# DDPCTL_TEST_IMAGE: run the tests on another tag (e.g. an image built from a scratch merge)
+CPU_IMAGE = os.environ.get("DDPCTL_TEST_IMAGE", "ddpctl/ddp-train:cpu")
 MANAGED = "app.kubernetes.io/managed-by=ddpctl"
 DDPCTL = str(Path(sys.executable).with_name("ddpctl"))
 
