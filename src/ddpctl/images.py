@@ -366,7 +366,11 @@ def build_wheel(root: Path, dest: Path) -> Path:
     for old in dest.glob("ddpctl-*.whl"):
         old.unlink()
     env = dict(os.environ, SOURCE_DATE_EPOCH="315532800", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+    import importlib.util
+
+    # Without isolation when setuptools is here (no index needed); otherwise pip fetches the build backend.
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation,
                            "-w", str(dest), str(root)], capture_output=True, text=True, env=env)
     wheels = list(dest.glob("ddpctl-*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
