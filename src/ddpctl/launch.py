@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddpctl import __version__
+from ddpctl.errors import SpecError
 from ddpctl.spec import JobSpec
 
 # Labels on everything ddpctl creates; `ps`, `logs` and `down` find resources by them.
@@ -181,6 +182,10 @@ def torchrun_argv(
 
 def local_nodes(spec: JobSpec) -> list[NodeLaunch]:
     """Docker (``ddpctl up``) and compose: one container per node, static rendezvous at node 0."""
+    if spec.network == "host" and spec.nodes > 1 and not spec.hosts:
+        # Checked here, not in the spec: Kubernetes hostNetwork needs no host list.
+        raise SpecError("'hosts' is required with network: host and more than one node",
+                        "list one host address per node, the master first")
     addr = master_addr(spec)
     gpus = gpu_requests(spec)
     env = base_env(spec)

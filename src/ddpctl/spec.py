@@ -403,7 +403,11 @@ def _env(ck: _Checker, path, value) -> tuple[tuple[str, str], ...]:
         if "\x00" in v:
             raise ck.fail(path + (k,), "contains a NUL byte", "remove it")
         out.append((k, v))
-    return tuple(out)
+    merged: dict[str, str] = {}
+    for k, v in out:  # a key given twice (file list + flag): the later value wins
+        merged.pop(k, None)
+        merged[k] = v
+    return tuple(merged.items())
 
 
 def _sub(ck: _Checker, name: str, value: Any, cls: type) -> Any:
@@ -606,9 +610,6 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None,
         if len(hosts) > 1 and kw.get("network", "bridge") != "host":
             raise ck.fail(("network",), "must be host for a multi-host run (bridge networks do not span hosts)",
                           "set network: host")
-    if kw.get("network") == "host" and nodes > 1 and not hosts:
-        raise ck.fail(("hosts",), "is required with network: host and more than one node",
-                      "list one host address per node, the master first")
     return JobSpec(**kw)
 
 
@@ -645,10 +646,26 @@ def load_spec(path: str | Path | None = None, overrides: Mapping[str, Any] | Non
                 section = data[top] = {}
             section[sub] = value
             lines.lines.pop((top, sub), None)
+        elif key == "env" and isinstance(value, list) and isinstance(data.get("env"), (dict, list)):
+            data["env"] = _merge_env(data["env"], value)  # flags add to / override the file's env per key
         else:
             data[key] = value
             lines.lines.pop((key,), None)
     return spec_from_dict(data, _lines=lines)
+
+
+def _merge_env(file_env: dict | list, flags: list) -> dict | list:
+    """The file's env with ``KEY=VALUE`` flags added or overriding per key (validation happens later)."""
+    if isinstance(file_env, list):
+        return file_env + list(flags)  # _env keeps the last value of a repeated key
+    if not all(isinstance(f, str) and "=" in f for f in flags):
+        return list(flags)  # a malformed flag: let validation report it
+    merged = dict(file_env)
+    for item in flags:
+        k, v = item.split("=", 1)
+        merged.pop(k, None)  # an overridden key moves to the end, like a later flag
+        merged[k] = v
+    return merged
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:

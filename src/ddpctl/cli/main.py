@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> None:
 
     _register()
     command = get_command(app)
+    from ddpctl.cli.fastparams import install
+
+    install()  # plain options skip Typer's pydantic adapters (start-up time)
     debug = os.environ.get("DDPCTL_DEBUG") == "1"
     try:
         code = command.main(args=argv, prog_name="ddpctl", standalone_mode=False)

@@ -1,0 +1,71 @@
+"""CLI start-up time: `ddpctl --help` and `ddpctl render compose` (target < 0.3 s each, median of N runs).
+
+Also checks with `python -X importtime` that neither path imports torch or docker.
+
+    python benchmarks/cli_startup.py [--runs 15] [--target 0.3]
+
+Exit status 1 when a median is above the target or a forbidden module is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FORBIDDEN = ("torch", "docker")
+COMMANDS = {
+    "ddpctl --help": ["--help"],
+    "ddpctl render compose": ["render", "compose", "-n", "2"],
+}
+
+
+def ddpctl_path() -> str:
+    return str(Path(sys.executable).parent / "ddpctl")
+
+
+def wall_times(argv: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([ddpctl_path(), *argv], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def imported_top_levels(argv: list[str]) -> set[str]:
+    code = f"import sys; sys.argv = ['ddpctl', *{argv!r}]; from ddpctl.cli.main import main; main()"
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True)
+    names = set()
+    for line in result.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--target", type=float, default=0.3)
+    args = ap.parse_args()
+    print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
+    ok = True
+    for label, argv in COMMANDS.items():
+        times = wall_times(argv, args.runs)
+        med = statistics.median(times)
+        mods = imported_top_levels(argv)
+        bad = sorted(m for m in FORBIDDEN if m in mods)
+        verdict = "ok" if med < args.target and not bad else "FAIL"
+        ok &= verdict == "ok"
+        print(f"{label:26s} median {med:.3f} s  min {min(times):.3f} s  max {max(times):.3f} s  "
+              f"({args.runs} runs)  modules: {len(mods)} top-level, forbidden imported: {bad or 'none'}  {verdict}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

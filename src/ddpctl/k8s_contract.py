@@ -1,0 +1,258 @@
+"""A pure emulation of what the Kubeflow operators do to the pods of a rendered job.
+
+No Kubernetes API is reachable from ddpctl's tests, so this module reproduces the *contract* of the two
+operators, from their source (see shared/reference/k8s.md for the line-by-line notes):
+
+- **PyTorchJob, Training Operator v1.9.4** (kubeflow/trainer tag v1.9.4, commit 4445c12a):
+  pod/Service names ``<job>-<replica type>-<index>`` (``pkg/core/utils.go`` L30-33); env appended to every
+  container after the user's (``pkg/controller.v1/pytorch/envvar.go`` L43-127): ``PYTHONUNBUFFERED=1``; when a
+  Master exists ``MASTER_ADDR``/``PET_MASTER_ADDR=<job>-master-0`` (``master.go`` L33-62),
+  ``MASTER_PORT``/``PET_MASTER_PORT`` = the Master ``pytorch`` container's ``pytorchjob-port`` (default 23456,
+  ``envvar.go`` L155-168), ``WORLD_SIZE`` = total replicas x int(nprocPerNode) (non-integers count as 1),
+  ``RANK``/``PET_NODE_RANK`` = the pod index (Master 0, Worker i -> i+1); ``PET_NPROC_PER_NODE`` = nprocPerNode
+  (defaulted to ``auto``); ``PET_NNODES`` = total replicas (no elasticPolicy).
+- **TrainJob, Kubeflow Trainer v2.3.0** (tag v2.3.0, commit 658725bd; ``pkg/runtime/framework/plugins/torch/
+  torch.go`` L110-225): JobSet pods ``<job>-node-0-<i>`` with subdomain ``<job>``; only the trainer container
+  ``node`` gets ``PET_NNODES``, ``PET_NPROC_PER_NODE`` (``auto`` becomes the CPU count without GPUs),
+  ``PET_NODE_RANK`` (the job completion index), ``PET_MASTER_ADDR=<job>-node-0-0.<job>``,
+  ``PET_MASTER_PORT=29500``; ``PET_*`` in ``trainer.env`` is rejected by the webhook (torch.go L65-77).
+
+Then the kubelet expands ``$(VAR)`` references in env values, command and args (``$$`` is a literal ``$``),
+which :func:`expand` reproduces. Not emulated: elastic policies, init containers, CEL rules, scheduling.
+
+The results are plain dataclasses so that a test harness can start each pod as a real container (hostname,
+network aliases, env, argv, image, /dev/shm size, GPUs, host mounts) and check the job end to end.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+PYTORCHJOB_DEFAULT_PORT = 23456
+TRAINJOB_MASTER_PORT = 29500
+TRAINJOB_DEFAULT_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"  # runtime torch-distributed
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class ContractError(ValueError):
+    """The job would be rejected by the operator's webhook (or cannot be emulated)."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str  # hostPath on the Kubernetes node
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Pod:
+    """One pod of a job, as the training container would see it."""
+
+    name: str
+    hostname: str
+    aliases: tuple[str, ...]  # DNS names that resolve to this pod (Service name, hostname.subdomain)
+    replica_type: str  # master | worker | node
+    index: int  # pod (node) index across the job
+    image: str
+    argv: tuple[str, ...]  # command + args after kubelet expansion
+    env: dict[str, str]  # final env of the training container after injection and expansion
+    shm_size: int | None  # bytes of the memory-backed /dev/shm emptyDir, None without one
+    gpus: int
+    mounts: tuple[Mount, ...] = ()
+    host_network: bool = False
+
+
+# --------------------------------------------------------------------------------- kubelet behaviour
+
+_QUANTITY_RE = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+_SUFFIX = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+
+
+def parse_quantity(value: Any) -> float:
+    """A Kubernetes quantity ('16Gi', '500m', 2) as a number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = _QUANTITY_RE.match(str(value))
+    if not m:
+        raise ContractError(f"{value!r} is not a Kubernetes quantity")
+    number, suffix = float(m.group(1)), m.group(2)
+    if suffix == "m":
+        return number / 1000
+    return number * _SUFFIX[suffix]
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """The kubelet's ``$(VAR)`` expansion: defined names are replaced, ``$$`` is ``$``, the rest is kept."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "$" and i + 1 < n:
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = text.find(")", i + 2)
+                if end != -1:
+                    name = text[i + 2:end]
+                    out.append(env[name] if name in env else text[i:end + 1])
+                    i = end + 1
+                    continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _container_env(env_list: list[Mapping[str, Any]], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Env entries in order, each value expanded against the ones before it (later duplicates win)."""
+    env: dict[str, str] = {}
+    for item in env_list:
+        if "value" not in item:
+            raise ContractError(f"env {item.get('name')!r} has no literal value (valueFrom is not emulated)")
+        env[item["name"]] = expand(str(item["value"]), env)
+    for k, v in (extra or {}).items():
+        env[k] = v
+    return env
+
+
+def _mounts(pod_spec: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[int | None, tuple[Mount, ...]]:
+    volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+    shm: int | None = None
+    mounts: list[Mount] = []
+    for vm in container.get("volumeMounts", []):
+        vol = volumes.get(vm["name"])
+        if vol is None:
+            raise ContractError(f"volumeMount {vm['name']!r} names no volume")
+        if vm["mountPath"] == "/dev/shm" and "emptyDir" in vol:
+            limit = vol["emptyDir"].get("sizeLimit")
+            shm = int(parse_quantity(limit)) if limit is not None else None
+        elif "hostPath" in vol:
+            mounts.append(Mount(vol["hostPath"]["path"], vm["mountPath"], bool(vm.get("readOnly", False))))
+    return shm, tuple(mounts)
+
+
+def _gpus(resources: Mapping[str, Any] | None) -> int:
+    res = resources or {}
+    for part in ("limits", "requests"):
+        if GPU_RESOURCE in (res.get(part) or {}):
+            return int(parse_quantity(res[part][GPU_RESOURCE]))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- PyTorchJob
+
+
+def pytorchjob_pods(job: Mapping[str, Any]) -> list[Pod]:
+    """The pods the Training Operator v1.9.4 creates for a rendered PyTorchJob, Master first."""
+    name = job["metadata"]["name"]
+    spec = job["spec"]
+    replicas: Mapping[str, Any] = spec["pytorchReplicaSpecs"]
+    if "elasticPolicy" in spec:
+        raise ContractError("elasticPolicy is not emulated")
+    for rtype in replicas:
+        if rtype not in ("Master", "Worker"):
+            raise ContractError(f"replica type {rtype!r} is not Master or Worker")
+    if "Master" in replicas and replicas["Master"].get("replicas") != 1:
+        raise ContractError("Master.replicas must be exactly 1")
+    nproc = str(spec.get("nprocPerNode", "auto"))
+    counts = {rtype: int(r.get("replicas", 1)) for rtype, r in replicas.items()}
+    total = sum(counts.values())
+    world = total * (int(nproc) if nproc.isdigit() else 1)
+
+    def pytorch_container(rspec: Mapping[str, Any]) -> Mapping[str, Any]:
+        for c in rspec["template"]["spec"]["containers"]:
+            if c["name"] == "pytorch":
+                return c
+        raise ContractError("a replica has no container named 'pytorch'")
+
+    master_port = PYTORCHJOB_DEFAULT_PORT
+    if "Master" in replicas:
+        for p in pytorch_container(replicas["Master"]).get("ports", []):
+            if p.get("name") == "pytorchjob-port":
+                master_port = int(p["containerPort"])
+
+    pods: list[Pod] = []
+    for rtype in ("Master", "Worker"):
+        if rtype not in replicas:
+            continue
+        rspec = replicas[rtype]
+        pod_spec = rspec["template"]["spec"]
+        c = pytorch_container(rspec)
+        for index in range(counts[rtype]):
+            pod_name = f"{name}-{rtype.lower()}-{index}"
+            injected = {"PYTHONUNBUFFERED": "1"}
+            if "Master" in replicas:
+                rank = index if rtype == "Master" else index + 1
+                injected.update({
+                    "MASTER_ADDR": f"{name}-master-0", "PET_MASTER_ADDR": f"{name}-master-0",
+                    "MASTER_PORT": str(master_port), "PET_MASTER_PORT": str(master_port),
+                    "WORLD_SIZE": str(world), "RANK": str(rank), "PET_NODE_RANK": str(rank),
+                })
+            injected["PET_NPROC_PER_NODE"] = nproc
+            injected["PET_NNODES"] = str(total)
+            env = _container_env(c.get("env", []), injected)
+            argv = tuple(expand(w, env) for w in list(c.get("command", [])) + list(c.get("args", [])))
+            shm, mounts = _mounts(pod_spec, c)
+            node_index = (index if rtype == "Master" else index + counts.get("Master", 0))
+            pods.append(Pod(name=pod_name, hostname=pod_name, aliases=(pod_name,), replica_type=rtype.lower(),
+                            index=node_index, image=c["image"], argv=argv, env=env, shm_size=shm,
+                            gpus=_gpus(c.get("resources")), mounts=mounts,
+                            host_network=bool(pod_spec.get("hostNetwork", False))))
+    return pods
+
+
+# --------------------------------------------------------------------------------------------- TrainJob
+
+
+def trainjob_pods(job: Mapping[str, Any]) -> list[Pod]:
+    """The pods Kubeflow Trainer v2.3.0 (torch-distributed runtime) creates for a rendered TrainJob."""
+    name = job["metadata"]["name"]
+    spec = job["spec"]
+    trainer = spec.get("trainer", {})
+    for item in trainer.get("env", []):
+        if item["name"] in ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
+                            "PET_MASTER_PORT"):
+            raise ContractError(f"trainer.env must not set {item['name']} (the webhook rejects it)")
+    nodes = int(trainer.get("numNodes", 1))
+    resources = trainer.get("resourcesPerNode") or {}
+    gpus = _gpus(resources)
+    nproc = trainer.get("numProcPerNode", "auto")
+    if str(nproc) == "auto" and not gpus:
+        cpu = (resources.get("limits") or {}).get("cpu") or (resources.get("requests") or {}).get("cpu")
+        nproc = max(1, int(parse_quantity(cpu))) if cpu is not None else "auto"
+    pod_spec: Mapping[str, Any] = {}
+    container: Mapping[str, Any] = {}
+    for patch in spec.get("runtimePatches", []):
+        for rj in patch.get("trainingRuntimeSpec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", []):
+            if rj["name"] == "node":
+                pod_spec = rj.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
+                container = next((c for c in pod_spec.get("containers", []) if c["name"] == "node"), {})
+    shm, mounts = _mounts(pod_spec, container)
+    master = f"{name}-node-0-0.{name}"
+    pods = []
+    for i in range(nodes):
+        injected = {"PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": str(nproc), "PET_NODE_RANK": str(i),
+                    "PET_MASTER_ADDR": master, "PET_MASTER_PORT": str(TRAINJOB_MASTER_PORT)}
+        env = _container_env(trainer.get("env", []), injected)
+        argv = tuple(expand(w, env) for w in list(trainer.get("command", [])) + list(trainer.get("args", [])))
+        hostname = f"{name}-node-0-{i}"
+        pods.append(Pod(name=hostname, hostname=hostname, aliases=(hostname, f"{hostname}.{name}"),
+                        replica_type="node", index=i, image=trainer.get("image", TRAINJOB_DEFAULT_IMAGE),
+                        argv=argv, env=env, shm_size=shm, gpus=gpus, mounts=mounts))
+    return pods
+
+
+def pods_for(job: Mapping[str, Any]) -> list[Pod]:
+    """Dispatch on ``kind``."""
+    kind = job.get("kind")
+    if kind == "PyTorchJob":
+        return pytorchjob_pods(job)
+    if kind == "TrainJob":
+        return trainjob_pods(job)
+    raise ContractError(f"kind {kind!r} is not PyTorchJob or TrainJob")

@@ -1,0 +1,106 @@
+"""Pieces shared by the PyTorchJob and TrainJob renderers (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpctl import launch
+from ddpctl.render import Unsupported
+from ddpctl.spec import JobSpec, format_size
+
+DSHM_VOLUME = "dshm"
+GPU_RESOURCE = "nvidia.com/gpu"
+ISTIO_ANNOTATION = "sidecar.istio.io/inject"
+KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+# Spec features that make sense for Docker/Slurm but not for a pod that Kubernetes places itself.
+COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
+    Unsupported("hosts", lambda s: bool(s.hosts), "Kubernetes places pods on nodes itself",
+                "drop hosts, or use kubernetes.node_selector"),
+    Unsupported("master_addr", lambda s: s.master_addr is not None,
+                "the operator sets the master address", "drop master_addr"),
+    Unsupported("device_ids", lambda s: bool(s.device_ids), "the NVIDIA device plugin picks the GPUs",
+                "drop device_ids; gpus_per_node is the request"),
+    Unsupported("workdir", lambda s: s.workdir is not None,
+                "a directory on this machine cannot be mounted into a cluster pod",
+                "bake the code into the image, or mount it with an absolute volume path on the nodes"),
+    Unsupported("relative volume sources", lambda s: any(not v.source.startswith("/") for v in s.volumes),
+                "volumes become hostPath mounts, which need absolute paths on the cluster nodes",
+                "give absolute volume sources"),
+)
+
+
+def env_list(spec: JobSpec) -> list[dict[str, str]]:
+    """The container env (``$`` escaped so the kubelet does not expand ``$(VAR)`` in user values)."""
+    return [{"name": k, "value": v.replace("$", "$$")} for k, v in launch.base_env(spec).items()]
+
+
+def command(spec: JobSpec) -> list[str]:
+    return [w.replace("$", "$$") for w in launch.operator_command(spec)]
+
+
+def resources(spec: JobSpec) -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
+    if spec.gpus_per_node:
+        limits[GPU_RESOURCE] = spec.gpus_per_node
+    if spec.cpus_per_node:
+        cpu = f"{int(spec.cpus_per_node * 1000)}m" if spec.cpus_per_node % 1 else str(int(spec.cpus_per_node))
+        limits["cpu"] = requests["cpu"] = cpu
+    if spec.memory_per_node:
+        limits["memory"] = requests["memory"] = format_size(spec.memory_per_node, "k8s")
+    out: dict[str, Any] = {}
+    if limits:
+        out["limits"] = limits
+    if requests:
+        out["requests"] = requests
+    return out
+
+
+def shm_bytes(spec: JobSpec) -> int:
+    return spec.shm_size or spec.kubernetes.shm_size
+
+
+def volumes(spec: JobSpec) -> list[dict[str, Any]]:
+    """``/dev/shm`` as a memory-backed emptyDir (counts against the memory limit) plus hostPath volumes."""
+    out: list[dict[str, Any]] = [{"name": DSHM_VOLUME, "emptyDir": {"medium": "Memory",
+                                                                   "sizeLimit": format_size(shm_bytes(spec), "k8s")}}]
+    for i, v in enumerate(spec.volumes):
+        out.append({"name": f"vol-{i}", "hostPath": {"path": v.source}})
+    return out
+
+
+def volume_mounts(spec: JobSpec) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"name": DSHM_VOLUME, "mountPath": "/dev/shm"}]
+    for i, v in enumerate(spec.volumes):
+        m: dict[str, Any] = {"name": f"vol-{i}", "mountPath": v.target}
+        if v.read_only:
+            m["readOnly"] = True
+        out.append(m)
+    return out
+
+
+def security_context(spec: JobSpec) -> dict[str, Any] | None:
+    """``memlock`` maps to the IPC_LOCK capability (RDMA/InfiniBand pinning); pods have no ulimits."""
+    if spec.memlock:
+        return {"capabilities": {"add": ["IPC_LOCK"]}}
+    return None
+
+
+def pod_annotations(spec: JobSpec) -> dict[str, str]:
+    return {} if spec.kubernetes.istio_sidecar else {ISTIO_ANNOTATION: "false"}
+
+
+def job_labels(spec: JobSpec) -> dict[str, str]:
+    out = launch.labels(spec)
+    if spec.kubernetes.kueue_queue:
+        out[KUEUE_LABEL] = spec.kubernetes.kueue_queue
+    return out
+
+
+def metadata(spec: JobSpec) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": spec.name}
+    if spec.kubernetes.namespace:
+        meta["namespace"] = spec.kubernetes.namespace
+    meta["labels"] = job_labels(spec)
+    return meta

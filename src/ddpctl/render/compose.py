@@ -1,0 +1,118 @@
+"""docker-compose renderer (Compose spec; loads in docker-compose 1.29.2 and Compose v2).
+
+Single host: one service per node named ``<job>-node-<i>`` (also its ``container_name`` and ``hostname``) on a
+private bridge network ``<job>-net``; node 0 is the master; no published ports. Multi-host (``hosts`` with more
+than one entry): one file per host, each with that host's node only, ``network_mode: host`` and the master's
+real address (the first host). Commands and env come from :func:`ddpctl.launch.local_nodes`, the same contract
+``ddpctl up`` uses.
+
+Compatibility: no service-level ``gpus:`` and no top-level ``name:`` (docker-compose 1.x rejects both); GPUs
+are ``deploy.resources.reservations.devices``; ``ulimits`` are plain integers; every ``$`` in user text is
+written as ``$$`` so compose does not interpolate it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpctl import launch
+from ddpctl.render import Unsupported, check_supported, escape_dollars
+from ddpctl.spec import JobSpec, format_size
+
+TARGET = "compose"
+
+# Compose honours every core spec feature; the kubernetes/slurm sections do not apply to it.
+UNSUPPORTED: tuple[Unsupported, ...] = ()
+
+
+def _gpu_devices(req: launch.GpuRequest) -> list[dict[str, Any]]:
+    device: dict[str, Any] = {"driver": "nvidia"}
+    if req.device_ids:
+        device["device_ids"] = list(req.device_ids)
+    else:
+        device["count"] = req.count
+    device["capabilities"] = ["gpu"]
+    return [device]
+
+
+def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depends: bool) -> dict[str, Any]:
+    svc: dict[str, Any] = {"image": spec.resolved_image, "container_name": node.name}
+    if not host_network:
+        svc["hostname"] = node.name  # Docker refuses a hostname together with network_mode: host
+    svc["command"] = list(node.argv)
+    svc["environment"] = dict(node.env)
+    svc["labels"] = dict(node.labels)
+    if spec.workdir:
+        svc["working_dir"] = launch.CONTAINER_WORKDIR
+    volumes = [str(v) for v in spec.volumes]
+    if spec.workdir:
+        volumes.append(f"{spec.workdir}:{launch.CONTAINER_WORKDIR}")
+    if volumes:
+        svc["volumes"] = volumes
+    if host_network:
+        svc["network_mode"] = "host"
+    else:
+        svc["networks"] = [launch.network_name(spec)]
+    if spec.ipc == "host":
+        svc["ipc"] = "host"
+    elif spec.shm_size:
+        svc["shm_size"] = format_size(spec.shm_size)
+    else:
+        svc["ipc"] = "private"
+    ulimits: dict[str, int] = {"stack": launch.STACK_ULIMIT}
+    if spec.memlock:
+        ulimits["memlock"] = -1
+    svc["ulimits"] = ulimits
+    if spec.cpus_per_node:
+        svc["cpus"] = spec.cpus_per_node
+    if spec.memory_per_node:
+        svc["mem_limit"] = format_size(spec.memory_per_node)
+    svc["restart"] = f"on-failure:{spec.max_restarts}" if spec.max_restarts else "no"
+    if depends and node.rank > 0:
+        svc["depends_on"] = [launch.node_name(spec, 0)]
+    if not node.gpus.none:
+        svc["deploy"] = {"resources": {"reservations": {"devices": _gpu_devices(node.gpus)}}}
+    return escape_dollars(svc)
+
+
+def render(spec: JobSpec) -> dict[str, Any]:
+    """The single-host compose document (all nodes on one host). Multi-host specs: use :func:`render_files`."""
+    check_supported(TARGET, spec, UNSUPPORTED)
+    if spec.multi_host:
+        raise ValueError("multi-host specs render one file per host: use render_files()")
+    host_network = spec.network == "host"
+    services = {n.name: _service(spec, n, host_network=host_network, depends=True)
+                for n in launch.local_nodes(spec)}
+    doc: dict[str, Any] = {"services": services}
+    if not host_network:
+        doc["networks"] = {launch.network_name(spec): {"driver": "bridge"}}
+    return doc
+
+
+def file_name(spec: JobSpec, rank: int | None = None) -> str:
+    """Default file names: ``compose.yaml``, or ``compose.node-<i>.yaml`` per host for multi-host."""
+    return "compose.yaml" if rank is None else f"compose.node-{rank}.yaml"
+
+
+def render_files(spec: JobSpec) -> dict[str, dict[str, Any]]:
+    """File name -> compose document: one file, or one per host (host networking) for multi-host specs."""
+    check_supported(TARGET, spec, UNSUPPORTED)
+    if not spec.multi_host:
+        return {file_name(spec): render(spec)}
+    return {
+        file_name(spec, n.rank): {"services": {n.name: _service(spec, n, host_network=True, depends=False)}}
+        for n in launch.local_nodes(spec)
+    }
+
+
+def header(spec: JobSpec, name: str) -> str:
+    """A comment for the top of a written file: what it is and how to start it."""
+    lines = [f"# ddpctl: job '{spec.name}', {spec.nodes} node(s) x {spec.procs_per_node} process(es), "
+             f"backend {spec.resolved_backend}."]
+    if spec.multi_host:
+        rank = int(name.rsplit("node-", 1)[1].split(".")[0])
+        lines.append(f"# Node {rank} of {spec.nodes}: run on host {spec.hosts[rank]} "
+                     f"(master {launch.master_addr(spec)}:{spec.port}) with: docker-compose -f <this file> up")
+    else:
+        lines.append("# Start with: docker-compose -f <this file> up   (or: docker compose -f <this file> up)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,117 @@
+"""Kubeflow PyTorchJob (``kubeflow.org/v1``, Training Operator v1.9.4) renderer.
+
+Explicit ``Master: replicas: 1`` (the webhook rejects a nil value) plus ``Worker: replicas: N-1`` (no Worker for
+one node). The container is named ``pytorch``, exposes ``pytorchjob-port`` (the operator takes MASTER_PORT from
+it), and runs ``torchrun --no-python CMD`` with no topology flags: torchrun reads the ``PET_*`` env the operator
+injects (see :mod:`ddpctl.k8s_contract`). ``nprocPerNode`` is explicit, ``/dev/shm`` is a memory-backed
+emptyDir, and ``runPolicy`` cleans up running workers once the master is done.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpctl.render import Unsupported, _k8s, check_supported
+from ddpctl.spec import JobSpec, KubernetesOptions
+
+TARGET = "pytorchjob"
+API_VERSION = "kubeflow.org/v1"
+KIND = "PyTorchJob"
+CONTAINER = "pytorch"
+PORT_NAME = "pytorchjob-port"
+
+UNSUPPORTED: tuple[Unsupported, ...] = _k8s.COMMON_UNSUPPORTED + (
+    Unsupported("kubernetes.runtime", lambda s: s.kubernetes.runtime != KubernetesOptions().runtime,
+                "the runtime is a TrainJob (v2) setting", "drop kubernetes.runtime, or render a trainjob"),
+)
+
+
+def _container(spec: JobSpec) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.resolved_image,
+        "command": _k8s.command(spec),
+        "env": _k8s.env_list(spec),
+        "ports": [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
+    }
+    res = _k8s.resources(spec)
+    if res:
+        c["resources"] = res
+    c["volumeMounts"] = _k8s.volume_mounts(spec)
+    sc = _k8s.security_context(spec)
+    if sc:
+        c["securityContext"] = sc
+    return c
+
+
+def _pod_template(spec: JobSpec) -> dict[str, Any]:
+    k = spec.kubernetes
+    meta: dict[str, Any] = {"labels": _k8s.job_labels(spec)}
+    annotations = _k8s.pod_annotations(spec)
+    if annotations:
+        meta["annotations"] = annotations
+    pod: dict[str, Any] = {}
+    if spec.network == "host":
+        pod["hostNetwork"] = True
+        pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+        # One pod per Kubernetes node, or two pods' torchrun would fight over the host port.
+        pod["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": spec.name}},
+            "topologyKey": "kubernetes.io/hostname",
+        }]}}
+    if k.scheduler_name:
+        pod["schedulerName"] = k.scheduler_name
+    if k.priority_class:
+        pod["priorityClassName"] = k.priority_class
+    if k.service_account:
+        pod["serviceAccountName"] = k.service_account
+    if k.node_selector:
+        pod["nodeSelector"] = dict(k.node_selector)
+    if k.tolerations:
+        pod["tolerations"] = [dict(t) for t in k.tolerations]
+    pod["containers"] = [_container(spec)]
+    pod["volumes"] = _k8s.volumes(spec)
+    return {"metadata": meta, "spec": pod}
+
+
+def _run_policy(spec: JobSpec) -> dict[str, Any]:
+    k = spec.kubernetes
+    rp: dict[str, Any] = {
+        "cleanPodPolicy": k.clean_pod_policy,
+        "ttlSecondsAfterFinished": k.ttl_seconds_after_finished,
+        "backoffLimit": k.backoff_limit,
+    }
+    if k.active_deadline_seconds:
+        rp["activeDeadlineSeconds"] = k.active_deadline_seconds
+    if k.kueue_queue:
+        rp["suspend"] = True  # Kueue admits (unsuspends) the job when its quota allows
+    sched: dict[str, Any] = {}
+    if k.gang:
+        sched["minAvailable"] = spec.nodes
+    if k.queue:
+        sched["queue"] = k.queue
+    if k.priority_class:
+        sched["priorityClass"] = k.priority_class
+    if sched:
+        rp["schedulingPolicy"] = sched
+    return rp
+
+
+def render(spec: JobSpec) -> dict[str, Any]:
+    """The PyTorchJob as a plain dict."""
+    check_supported(TARGET, spec, UNSUPPORTED)
+    template = _pod_template(spec)
+    replica = {"restartPolicy": spec.kubernetes.restart_policy, "template": template}
+    replicas: dict[str, Any] = {"Master": {"replicas": 1, **replica}}
+    if spec.nodes > 1:
+        replicas["Worker"] = {"replicas": spec.nodes - 1, **replica}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": _k8s.metadata(spec),
+        "spec": {
+            "nprocPerNode": str(spec.procs_per_node),
+            "runPolicy": _run_policy(spec),
+            "pytorchReplicaSpecs": replicas,
+        },
+    }

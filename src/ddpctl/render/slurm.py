@@ -1,0 +1,133 @@
+"""Slurm renderer: an sbatch script that runs ``torchrun`` on every node through ``srun``.
+
+One task per node (``--ntasks-per-node=1``), each task a torchrun agent with ``nproc_per_node`` workers and a
+c10d rendezvous at the first host of ``$SLURM_JOB_NODELIST`` (:func:`ddpctl.launch.slurm_command`). Optionally
+inside a container: pyxis (``srun --container-image``) or Apptainer/Singularity (``apptainer exec``).
+
+Quoting: every value that reaches the shell goes through :func:`shlex.quote`, except the
+:class:`~ddpctl.launch.ShellExpr` words of the launch contract, which expand Slurm variables on purpose.
+``#SBATCH`` lines are read by sbatch, not by the shell; their values are restricted to a safe character set.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+
+from ddpctl import launch
+from ddpctl.errors import UnsupportedFeature
+from ddpctl.render import Unsupported, check_supported
+from ddpctl.spec import JobSpec
+
+TARGET = "slurm"
+
+UNSUPPORTED: tuple[Unsupported, ...] = (
+    Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
+                "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
+    Unsupported("shm_size", lambda s: s.shm_size is not None, "Slurm jobs use the node's own /dev/shm",
+                "drop shm_size"),
+    Unsupported("memlock", lambda s: s.memlock, "ulimits come from the cluster's configuration",
+                "drop memlock and ask the admins for an unlimited memlock limit"),
+    Unsupported("hosts given as IP addresses", lambda s: any(_IP_RE.match(h) for h in s.hosts),
+                "hosts become --nodelist, which takes Slurm node names", "list the Slurm node names as hosts"),
+    Unsupported("volumes without a container", lambda s: bool(s.volumes) and s.slurm.container == "none",
+                "without a container the job sees the nodes' file systems directly",
+                "drop volumes, or use --container pyxis|apptainer"),
+)
+
+_IP_RE = re.compile(r"^(\d{1,3}(\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:]*\]?)$")
+_DIRECTIVE_RE = re.compile(r"^[A-Za-z0-9_.,+:\-]+$")
+_OUTPUT_RE = re.compile(r"^[A-Za-z0-9_.,%/+\-]+$")
+_PATH_RE = re.compile(r"^[A-Za-z0-9_.,/~+\-]+$")
+
+
+def _q(word: str) -> str:
+    return word if isinstance(word, launch.ShellExpr) else shlex.quote(word)
+
+
+def _directive(flag: str, value: str, pattern: re.Pattern = _DIRECTIVE_RE) -> str:
+    if not pattern.match(value):
+        raise UnsupportedFeature(TARGET, f"{flag}={value!r}",
+                                 "#SBATCH values cannot carry spaces, quotes or shell characters",
+                                 "use a plain name of letters, digits, '.', '_' and '-'")
+    return f"#SBATCH {flag}={value}"
+
+
+def _mem_mib(nbytes: int) -> str:
+    return f"{math.ceil(nbytes / 1024**2)}M"
+
+
+def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
+    """(srun options, words before torchrun) for the chosen container runtime."""
+    s = spec.slurm
+    mounts = [str(v) for v in spec.volumes]
+    if spec.workdir:
+        mounts.append(f"{spec.workdir}:{launch.CONTAINER_WORKDIR}")
+    if s.container == "pyxis":
+        opts = [f"--container-image={s.container_image or spec.resolved_image}"]
+        if mounts:
+            opts.append(f"--container-mounts={','.join(mounts)}")
+        if spec.workdir:
+            opts.append(f"--container-workdir={launch.CONTAINER_WORKDIR}")
+        return opts, []
+    if s.container == "apptainer":
+        words = ["apptainer", "exec"]
+        if spec.gpus_per_node:
+            words.append("--nv")
+        for m in mounts:
+            words += ["--bind", m]
+        if spec.workdir:
+            words += ["--pwd", launch.CONTAINER_WORKDIR]
+        words.append(s.container_image or f"docker://{spec.resolved_image}")
+        return [], words
+    return [], []
+
+
+def render(spec: JobSpec) -> str:
+    """The sbatch script text."""
+    check_supported(TARGET, spec, UNSUPPORTED)
+    s = spec.slurm
+    head = ["#!/bin/bash",
+            f"# ddpctl: job '{spec.name}', {spec.nodes} node(s) x {spec.procs_per_node} process(es), "
+            f"backend {spec.resolved_backend}. Submit with: sbatch <this file>",
+            _directive("--job-name", spec.name),
+            _directive("--nodes", str(spec.nodes)),
+            "#SBATCH --ntasks-per-node=1"]
+    if spec.gpus_per_node:
+        head.append(_directive("--gres", f"gpu:{spec.gpus_per_node}"))
+    cpus = s.cpus_per_task or (math.ceil(spec.cpus_per_node) if spec.cpus_per_node else None)
+    if cpus:
+        head.append(_directive("--cpus-per-task", str(cpus)))
+    mem = s.mem or (_mem_mib(spec.memory_per_node) if spec.memory_per_node else None)
+    if mem:
+        head.append(_directive("--mem", mem))
+    for flag, value in (("--partition", s.partition), ("--account", s.account), ("--qos", s.qos),
+                        ("--time", s.time)):
+        if value:
+            head.append(_directive(flag, value))
+    if spec.hosts:
+        head.append(_directive("--nodelist", ",".join(spec.hosts)))
+    if spec.workdir and s.container == "none":
+        head.append(_directive("--chdir", spec.workdir, _PATH_RE))
+    head.append(_directive("--output", s.output, _OUTPUT_RE))
+
+    body = ["", "set -euo pipefail", ""]
+    for key, value in launch.base_env(spec).items():
+        body.append(f"export {key}={shlex.quote(value)}")
+    body.append("")
+    if spec.master_addr:
+        body.append(f"MASTER_ADDR={shlex.quote(spec.master_addr)}")
+    else:
+        body.append("# The first host of the allocation runs the c10d rendezvous.")
+        body.append('MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"')  # sed, not head: no SIGPIPE under pipefail
+    body.append("export MASTER_ADDR")
+    body.append("")
+    srun_opts, prefix = _container_words(spec)
+    srun = ["srun", "--nodes=" + str(spec.nodes), "--ntasks-per-node=1", "--kill-on-bad-exit=1", *srun_opts]
+    torchrun = launch.slurm_command(spec)
+    body.append(" ".join(_q(w) for w in srun) + " \\")
+    if prefix:
+        body.append("    " + " ".join(_q(w) for w in prefix) + " \\")
+    body.append("    " + " ".join(_q(w) for w in torchrun))
+    return "\n".join(head + body) + "\n"

@@ -1,0 +1,110 @@
+"""Kubeflow Trainer v2 TrainJob (``trainer.kubeflow.org/v1alpha1``) renderer, pinned to Trainer v2.3.0.
+
+Uses the ``torch-distributed`` ClusterTrainingRuntime (``kubernetes.runtime``): ``trainer.numNodes``,
+``numProcPerNode`` (an int32 since v2.2), ``resourcesPerNode``, image, command and env. The torch plugin injects
+``PET_NNODES``/``PET_NPROC_PER_NODE``/``PET_NODE_RANK``/``PET_MASTER_ADDR``/``PET_MASTER_PORT`` (port fixed at
+29500), so the command is ``torchrun --no-python CMD`` with no topology flags and the env never carries a
+``PET_*`` variable (the webhook rejects it). ``/dev/shm``, node selectors, tolerations, the service account and
+the Istio annotation go through ``runtimePatches`` on the ``node`` replicated job.
+
+Not honoured (fails before rendering): host networking (the v2.3.0 pod patch has no hostNetwork), a port other
+than 29500, per-replica restart policies, runPolicy settings and gang-scheduling options (these belong to the
+runtime's podGroupPolicy), plus the features no Kubernetes target has (hosts, device_ids, workdir, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpctl import launch
+from ddpctl.render import Unsupported, _k8s, check_supported
+from ddpctl.spec import JobSpec, KubernetesOptions
+
+TARGET = "trainjob"
+API_VERSION = "trainer.kubeflow.org/v1alpha1"
+KIND = "TrainJob"
+TRAINER_VERSION = "v2.3.0"
+NODE_JOB = "node"  # the replicatedJob and container name in the torch-distributed runtime
+PATCH_MANAGER = "ddpctl.io/render"
+PET_VARS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+
+_D = KubernetesOptions()
+
+UNSUPPORTED: tuple[Unsupported, ...] = _k8s.COMMON_UNSUPPORTED + (
+    Unsupported("network: host", lambda s: s.network == "host",
+                "TrainJob v2.3.0 runtimePatches have no hostNetwork", "use network: bridge, or render a pytorchjob"),
+    Unsupported("port", lambda s: s.port != launch.TRAINJOB_MASTER_PORT,
+                f"the torch plugin fixes the master port at {launch.TRAINJOB_MASTER_PORT}",
+                f"drop port (or set {launch.TRAINJOB_MASTER_PORT}), or render a pytorchjob"),
+    Unsupported("PET_* env", lambda s: any(k in PET_VARS for k in s.env_dict),
+                "the TrainJob webhook rejects PET_* variables in trainer.env", "remove them from env"),
+    Unsupported("kubernetes.restart_policy", lambda s: s.kubernetes.restart_policy != _D.restart_policy,
+                "restarts are set by the runtime's JobSet", "drop it, or render a pytorchjob"),
+    Unsupported("kubernetes.clean_pod_policy", lambda s: s.kubernetes.clean_pod_policy != _D.clean_pod_policy,
+                "TrainJob has no runPolicy", "drop it, or render a pytorchjob"),
+    Unsupported("kubernetes.ttl_seconds_after_finished",
+                lambda s: s.kubernetes.ttl_seconds_after_finished != _D.ttl_seconds_after_finished,
+                "TrainJob has no runPolicy", "drop it, or render a pytorchjob"),
+    Unsupported("kubernetes.backoff_limit", lambda s: s.kubernetes.backoff_limit != _D.backoff_limit,
+                "TrainJob has no runPolicy", "drop it, or render a pytorchjob"),
+    Unsupported("gang scheduling options",
+                lambda s: s.kubernetes.gang or bool(s.kubernetes.scheduler_name or s.kubernetes.queue
+                                                    or s.kubernetes.priority_class),
+                "gang scheduling is the runtime's podGroupPolicy",
+                "configure podGroupPolicy in the ClusterTrainingRuntime and drop these options"),
+)
+
+
+def _pod_patch(spec: JobSpec) -> dict[str, Any]:
+    k = spec.kubernetes
+    container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": _k8s.volume_mounts(spec)}
+    sc = _k8s.security_context(spec)
+    if sc:
+        container["securityContext"] = sc
+    pod: dict[str, Any] = {}
+    if k.service_account:
+        pod["serviceAccountName"] = k.service_account
+    if k.node_selector:
+        pod["nodeSelector"] = dict(k.node_selector)
+    if k.tolerations:
+        pod["tolerations"] = [dict(t) for t in k.tolerations]
+    pod["volumes"] = _k8s.volumes(spec)
+    pod["containers"] = [container]
+    template: dict[str, Any] = {}
+    annotations = _k8s.pod_annotations(spec)
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    template["spec"] = pod
+    return template
+
+
+def render(spec: JobSpec) -> dict[str, Any]:
+    """The TrainJob as a plain dict."""
+    check_supported(TARGET, spec, UNSUPPORTED)
+    trainer: dict[str, Any] = {
+        "image": spec.resolved_image,
+        "command": _k8s.command(spec),
+        "env": _k8s.env_list(spec),
+        "numNodes": spec.nodes,
+        "numProcPerNode": spec.procs_per_node,
+    }
+    res = _k8s.resources(spec)
+    if res:
+        trainer["resourcesPerNode"] = res
+    body: dict[str, Any] = {
+        "runtimeRef": {"name": spec.kubernetes.runtime, "apiGroup": "trainer.kubeflow.org",
+                       "kind": "ClusterTrainingRuntime"},
+        "trainer": trainer,
+        "runtimePatches": [{
+            "manager": PATCH_MANAGER,
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
+                "name": NODE_JOB,
+                "template": {"spec": {"template": _pod_patch(spec)}},
+            }]}}},
+        }],
+    }
+    if spec.kubernetes.kueue_queue:
+        body["suspend"] = True
+    if spec.kubernetes.active_deadline_seconds:
+        body["activeDeadlineSeconds"] = spec.kubernetes.active_deadline_seconds
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": _k8s.metadata(spec), "spec": body}
