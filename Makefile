@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: install test unit render lint image image-cpu clean
+.PHONY: install test unit render lint image image-cpu engine base-image wheelhouse clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,14 +18,40 @@ install: $(BIN)/python  ## venv with ddpctl (editable), CPU torch and the test t
 unit: install  ## fast tests: no Docker Engine needed
 	$(BIN)/pytest -q tests -m "not docker"
 
-test: install  ## everything, on the real Docker Engine (started if needed)
-	$(BIN)/pytest -q tests
+test: install engine image-cpu  ## everything, on the real Docker Engine (started if needed)
+	DDPCTL_REQUIRE_DOCKER=1 $(BIN)/pytest -q tests
 
 render: install  ## regenerate the checked-in examples under compose/ k8s/ slurm/
 	$(BIN)/python -m ddpctl.examples
 
 lint: install
 	$(BIN)/ruff check src tests
+
+# ---- images and the Docker Engine (see README "Images and the local cluster")
+CUDA_BASE ?= pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime
+WHEELHOUSE ?= wheelhouse
+
+engine:  ## a running Docker Engine + docker-compose + debootstrap (installs/starts them when missing)
+	bash scripts/ci-setup.sh
+
+# Offline wheels for the CPU image: torch (CPU build) and ddpctl's runtime dependencies.
+$(WHEELHOUSE)/.stamp: pyproject.toml | $(BIN)/python
+	mkdir -p $(WHEELHOUSE)
+	$(BIN)/pip download -q -d $(WHEELHOUSE) $(TORCH_CPU) numpy .
+	rm -f $(WHEELHOUSE)/ddpctl-*
+	touch $@
+
+wheelhouse: $(WHEELHOUSE)/.stamp
+
+base-image: install engine  ## ddpctl/base:bookworm via debootstrap (skipped when up to date)
+	$(BIN)/ddpctl image base
+
+image-cpu: install engine base-image $(WHEELHOUSE)/.stamp  ## ddpctl/ddp-train:cpu, fully offline (cached)
+	$(BIN)/ddpctl image build --cpu --wheelhouse $(WHEELHOUSE)
+
+image: install engine  ## ddpctl/ddp-train:cuda on the pinned pytorch/pytorch CUDA runtime (needs a registry)
+	docker image inspect $(CUDA_BASE) >/dev/null 2>&1 || docker pull $(CUDA_BASE)
+	$(BIN)/ddpctl image build --base $(CUDA_BASE)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache

@@ -1,0 +1,230 @@
+"""``ddpctl up | ps | logs | down``: a local multi-node DDP job, one container per node."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ddpctl.cli import specopts as so
+from ddpctl.cli.main import app, err
+
+
+def _color(stream) -> bool:
+    return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+@app.command(
+    "up",
+    context_settings={"allow_interspersed_args": False},
+)
+def up(
+    file: so.JobFile = None,
+    name: so.Name = None,
+    image: so.Image = None,
+    nodes: so.Nodes = None,
+    gpus_per_node: so.GpusPerNode = None,
+    nproc_per_node: so.NprocPerNode = None,
+    backend: so.Backend = None,
+    port: so.Port = None,
+    env: so.Env = None,
+    volume: so.Volumes = None,
+    shm_size: so.ShmSize = None,
+    ipc: so.Ipc = None,
+    network: so.Network = None,
+    max_restarts: so.MaxRestarts = None,
+    device_ids: so.DeviceIds = None,
+    workdir: so.Workdir = None,
+    detach: Annotated[bool, typer.Option("--detach", "-d", help="Start the job and return.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the containers and network that would be "
+                                                            "created (YAML) and exit.")] = False,
+    rm: Annotated[bool, typer.Option("--rm", help="Remove the job's containers when it ends (attached).")] = False,
+    command: so.Command = None,
+) -> None:
+    """Run a job on this host: one container per node on a private network, node 0 the master.
+
+    Attached by default: node-prefixed output, the exit code of the first failing node, Ctrl-C stops
+    the job and removes it. With -d it returns at once; use 'ddpctl logs' / 'ddpctl ps' / 'ddpctl down'.
+
+    Examples:
+
+      ddpctl up --nodes 2 --nproc-per-node 2
+
+      ddpctl up --nodes 2 --workdir . -- python my_train.py --epochs 1
+
+      ddpctl up -f job.yaml -d && ddpctl logs ddp --follow
+    """
+    from ddpctl.local.plan import plan_local
+
+    spec = so.spec_from_cli(file, name=name, image=image, nodes=nodes, gpus_per_node=gpus_per_node,
+                            nproc_per_node=nproc_per_node, backend=backend, port=port, env=env, volume=volume,
+                            shm_size=shm_size, ipc=ipc, network=network, max_restarts=max_restarts,
+                            device_ids=device_ids, workdir=workdir, command=command)
+    plan = plan_local(spec, cwd=Path.cwd())
+    if dry_run:
+        import yaml
+
+        typer.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False), nl=False)
+        return
+
+    from ddpctl.images import host_gpu_count
+    from ddpctl.local import executor
+    from ddpctl.local.engine import DockerEngine
+
+    engine = DockerEngine()
+    t0 = time.monotonic()
+    job = executor.up(plan, engine, host_gpus=host_gpu_count() if plan.wants_gpus else 0, say=err)
+    err(f"job {plan.job}: {len(job.ids)} node(s), world size {plan.world_size}, image {plan.image} "
+        f"(started in {time.monotonic() - t0:.1f}s)")
+    if detach:
+        for rank in sorted(job.ids):
+            typer.echo(plan.containers[rank].name)
+        return
+
+    interrupted = {"flag": False}
+
+    def on_sigterm(signum, frame):  # treat like Ctrl-C
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        outcome = executor.attach(job, engine, color=_color(sys.stdout))
+    except KeyboardInterrupt:
+        interrupted["flag"] = True
+        err(f"interrupted: stopping job {plan.job}")
+        for cid in job.ids.values():
+            try:
+                engine.stop(cid, timeout=3)
+            except Exception:  # noqa: BLE001 - removal below forces it
+                pass
+        executor.remove_job(engine, plan.job)
+        err(f"job {plan.job} stopped and removed")
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    failure = None
+    if outcome.first_failure is not None:
+        rank = outcome.first_failure
+        failure = executor.failure_message(plan.job, rank, outcome.codes[rank], engine.inspect(job.ids[rank]))
+    if rm:
+        executor.remove_job(engine, plan.job)
+    if failure is not None:
+        raise failure
+    err(f"job {plan.job} finished: all {len(job.ids)} node(s) exited 0"
+        + ("" if rm else f"; remove it with 'ddpctl down {plan.job}'"))
+
+
+@app.command("ps")
+def ps(
+    job: Annotated[Optional[str], typer.Argument(help="Only this job.", show_default=False)] = None,
+) -> None:
+    """List ddpctl jobs on this host: nodes, state, exit codes, age.
+
+    Example:
+
+      ddpctl ps
+    """
+    from ddpctl.local import executor
+    from ddpctl.local.engine import DockerEngine
+
+    rows = executor.list_nodes(DockerEngine(), job)
+    if not rows:
+        err("no ddpctl jobs" + (f" named {job}" if job else ""))
+        return
+    now = time.time()
+    table = [("JOB", "NODE", "CONTAINER", "STATE", "EXIT", "AGE")]
+    for r in rows:
+        table.append((r.job, str(r.rank), r.name, r.state, "" if r.exit_code is None else str(r.exit_code),
+                      executor.format_age(now - r.created)))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _since(value: str | None) -> float | None:
+    if value is None:
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", value.strip())
+    if not m:
+        from ddpctl.errors import UsageError
+
+        raise UsageError(f"--since {value!r} is not a duration such as 30s, 10m, 2h or a Unix time",
+                         "write e.g. --since 10m")
+    number, unit = float(m.group(1)), m.group(2)
+    if not unit and number > 1e9:
+        return number  # a Unix time
+    return time.time() - number * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+
+
+@app.command("logs")
+def logs(
+    job: Annotated[str, typer.Argument(help="Job name.")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming until the nodes exit.")] = False,
+    node: Annotated[Optional[int], typer.Option("--node", help="Only this node rank.", show_default=False)] = None,
+    tail: Annotated[Optional[int], typer.Option("--tail", help="Last N lines of each node.",
+                                                show_default=False)] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Only lines newer than this (30s, 10m, 2h).",
+                                                 show_default=False)] = None,
+) -> None:
+    """Print a job's output, all nodes merged in time order, each line prefixed with its node.
+
+    Example:
+
+      ddpctl logs ddp --node 0 --tail 20
+    """
+    from ddpctl.local import executor
+    from ddpctl.local.engine import DockerEngine
+
+    engine = DockerEngine()
+    start = _since(since)
+    color = _color(sys.stdout)
+    if follow:
+        nodes = executor.job_nodes(engine, job, node)
+        width = len(f"node-{max(nodes)}")
+        try:
+            for rank, line in executor.follow_logs(engine, job, node=node, tail=tail, since=start):
+                typer.echo(executor.prefix(rank, width, color) + line)
+        except KeyboardInterrupt:
+            return
+        return
+    entries = executor.merged_logs(engine, job, node=node, tail=tail, since=start)
+    width = len(f"node-{max([r for r, _ in entries] or [0])}")
+    for rank, line in entries:
+        typer.echo(executor.prefix(rank, width, color) + line)
+
+
+@app.command("down")
+def down(
+    job: Annotated[Optional[str], typer.Argument(help="Job name.", show_default=False)] = None,
+    all_jobs: Annotated[bool, typer.Option("--all", help="Every ddpctl job on this host.")] = False,
+) -> None:
+    """Stop and remove a job's containers and network (safe to repeat; a missing job is not an error).
+
+    Examples:
+
+      ddpctl down ddp
+
+      ddpctl down --all
+    """
+    from ddpctl.errors import UsageError
+    from ddpctl.local import executor
+    from ddpctl.local.engine import DockerEngine
+
+    if bool(job) == all_jobs:
+        raise UsageError("give a job name or --all (not both)", "e.g. 'ddpctl down ddp'")
+    engine = DockerEngine()
+    jobs = executor.all_jobs(engine) if all_jobs else [job]
+    if not jobs:
+        err("no ddpctl jobs to remove")
+    for j in jobs:
+        n_c, n_n = executor.remove_job(engine, j)
+        if n_c or n_n:
+            err(f"job {j}: removed {n_c} container(s) and {n_n} network(s)")
+        else:
+            err(f"job {j}: nothing to remove")

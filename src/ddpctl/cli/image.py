@@ -1,0 +1,109 @@
+"""``ddpctl image build | base | check``: make and inspect the ddp-train images."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ddpctl.cli.main import app
+
+image_app = typer.Typer(
+    name="image",
+    help="Build and check ddp-train images.\n\nExample:\n\n  ddpctl image base && ddpctl image build --cpu "
+    "--wheelhouse wheelhouse && ddpctl image check ddpctl/ddp-train:cpu",
+    no_args_is_help=True,
+)
+app.add_typer(image_app, name="image")
+
+
+@image_app.command("build")
+def build(
+    cpu: Annotated[bool, typer.Option("--cpu", help="CPU image: local Debian base (ddpctl image base), "
+                                                    "tag ddpctl/ddp-train:cpu.")] = False,
+    base: Annotated[Optional[str], typer.Option("--base", help="Base image (default: pinned pytorch/pytorch "
+                                                               "CUDA runtime, or the local base with --cpu).",
+                                                show_default=False)] = None,
+    tag: Annotated[Optional[str], typer.Option("--tag", "-t", help="Image tag (default: ddpctl/ddp-train:cuda, "
+                                                                   "or :cpu).", show_default=False)] = None,
+    wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="Directory of wheels (torch and "
+                                                       "ddpctl's dependencies) to install offline.",
+                                                       show_default=False)] = None,
+    index_url: Annotated[Optional[str], typer.Option("--index-url", help="Package index (mirror) for torch "
+                                                     "and the dependencies.", show_default=False)] = None,
+    ca_file: Annotated[Optional[Path], typer.Option("--ca-file", help="CA bundle (PEM) for --index-url.",
+                                                    show_default=False)] = None,
+    torch_version: Annotated[str, typer.Option("--torch-version", help="torch to install when the base has "
+                                                                       "none.")] = "2.13.0",
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the image is up to date.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the layer cache (cold build).")] = False,
+) -> None:
+    """Build the ddp-train image with the Docker SDK (streamed progress on stderr; prints the tag).
+
+    Skips the build when an image with the same inputs (base, Dockerfile, wheel, wheelhouse) exists.
+
+    Examples:
+
+      ddpctl image build --cpu --wheelhouse wheelhouse
+
+      ddpctl image build --index-url https://mirror.example/simple --ca-file corp-ca.pem
+    """
+    from ddpctl import images
+
+    plan = images.build_plan(cpu=cpu, base=base, tag=tag, wheelhouse=wheelhouse, index_url=index_url,
+                             ca_file=ca_file, torch_version=torch_version)
+    result = images.build_image(plan, force=force, nocache=no_cache)
+    typer.echo(result.tag)
+
+
+@image_app.command("base")
+def base(
+    tag: Annotated[str, typer.Option("--tag", "-t", help="Tag of the base image.")] = "ddpctl/base:bookworm",
+    suite: Annotated[str, typer.Option("--suite", help="Debian suite.")] = "bookworm",
+    mirror: Annotated[str, typer.Option("--mirror", help="Debian mirror URL.")] = "http://deb.debian.org/debian",
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the image is up to date.")] = False,
+) -> None:
+    """Make a minimal Debian + Python base image offline-style (debootstrap, then import); needs root.
+
+    For sites with no registry: the CPU image then builds with no download but the apt mirror's.
+
+    Example:
+
+      sudo ddpctl image base && ddpctl image build --cpu --wheelhouse wheelhouse
+    """
+    from ddpctl import images
+
+    images.build_base(images.BasePlan(tag=tag, suite=suite, mirror=mirror), force=force)
+    typer.echo(tag)
+
+
+@image_app.command("check")
+def check(
+    image: Annotated[str, typer.Argument(help="Image to check.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+) -> None:
+    """Run IMAGE once: torch, CUDA, cuDNN, NCCL, the GPUs it sees, and whether the host driver is new
+    enough for the image's CUDA (exit 1 when it is not).
+
+    Example:
+
+      ddpctl image check ddpctl/ddp-train:cpu
+    """
+    from ddpctl import images
+    from ddpctl.errors import EngineError
+
+    report = images.check_image(image)
+    if as_json:
+        typer.echo(json.dumps({"image": image, **report.facts, "host_driver": report.driver,
+                               "driver_ok": report.verdict.ok, "driver_reason": report.verdict.reason}, indent=2))
+    else:
+        width = max(len(k) for k, _ in report.rows())
+        for key, value in report.rows():
+            typer.echo(f"{key:<{width}}  {value}")
+    if not report.ok:
+        sys.stdout.flush()
+        problem = report.facts.get("error") or report.verdict.reason
+        raise EngineError(f"{image}: {problem}", "see the table above")

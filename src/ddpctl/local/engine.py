@@ -1,0 +1,238 @@
+"""The container engine seen by the executor: a small interface and its Docker SDK adapter.
+
+The executor only calls these methods, so the rules about what is created and removed live in one
+place (executor.py) and the Docker specifics in another (here). ``docker`` is imported lazily.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ddpctl.errors import EngineError
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    id: str
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    state: str = "unknown"  # created | running | exited | dead | ...
+    exit_code: int | None = None
+    created: float = 0.0  # epoch seconds
+    oom_killed: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("running", "restarting", "paused")
+
+
+@dataclass(frozen=True)
+class NetworkInfo:
+    id: str
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class Engine(abc.ABC):
+    """What ddpctl needs from a container engine."""
+
+    @abc.abstractmethod
+    def ping(self) -> None: ...
+
+    @abc.abstractmethod
+    def image_exists(self, ref: str) -> bool: ...
+
+    @abc.abstractmethod
+    def has_nvidia_runtime(self) -> bool: ...
+
+    @abc.abstractmethod
+    def create_network(self, name: str, labels: dict[str, str]) -> str: ...
+
+    @abc.abstractmethod
+    def remove_network(self, id_or_name: str) -> None: ...
+
+    @abc.abstractmethod
+    def networks(self, label: str | None = None, name: str | None = None) -> list[NetworkInfo]: ...
+
+    @abc.abstractmethod
+    def create_container(self, request: dict[str, Any]) -> str: ...
+
+    @abc.abstractmethod
+    def start(self, cid: str) -> None: ...
+
+    @abc.abstractmethod
+    def containers(self, label: str | None = None, name: str | None = None) -> list[ContainerInfo]: ...
+
+    @abc.abstractmethod
+    def inspect(self, cid: str) -> ContainerInfo | None: ...
+
+    @abc.abstractmethod
+    def logs(self, cid: str, *, follow: bool = False, tail: int | None = None, since: float | None = None,
+             timestamps: bool = False) -> Iterator[bytes]: ...
+
+    @abc.abstractmethod
+    def wait(self, cid: str) -> int: ...
+
+    @abc.abstractmethod
+    def stop(self, cid: str, timeout: int = 5) -> None: ...
+
+    @abc.abstractmethod
+    def remove_container(self, cid: str) -> None: ...
+
+
+def _epoch(text: str | int | float | None) -> float:
+    if isinstance(text, (int, float)):
+        return float(text)
+    if not text:
+        return 0.0
+    # Docker gives RFC 3339 with nanoseconds: 2026-11-01T10:00:00.123456789Z
+    head = text.rstrip("Z").split(".")[0]
+    try:
+        return _dt.datetime.fromisoformat(head).replace(tzinfo=_dt.timezone.utc).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class DockerEngine(Engine):
+    """Adapter over docker-py (the low-level ``APIClient`` where it streams)."""
+
+    def __init__(self, client=None) -> None:
+        self._client = client
+
+    @property
+    def client(self):
+        if self._client is None:
+            from ddpctl.images import docker_client
+
+            self._client = docker_client()
+        return self._client
+
+    @property
+    def api(self):
+        return self.client.api
+
+    def _errors(self):
+        import docker
+
+        return docker.errors
+
+    def ping(self) -> None:
+        self.client  # noqa: B018 - connecting pings
+
+    def image_exists(self, ref: str) -> bool:
+        try:
+            self.client.images.get(ref)
+            return True
+        except self._errors().ImageNotFound:
+            return False
+
+    def has_nvidia_runtime(self) -> bool:
+        return "nvidia" in (self.client.info().get("Runtimes") or {})
+
+    def create_network(self, name: str, labels: dict[str, str]) -> str:
+        net = self.client.networks.create(name, driver="bridge", labels=labels, check_duplicate=True)
+        return net.id
+
+    def remove_network(self, id_or_name: str) -> None:
+        try:
+            self.api.remove_network(id_or_name)
+        except self._errors().NotFound:
+            pass
+
+    def networks(self, label: str | None = None, name: str | None = None) -> list[NetworkInfo]:
+        filters: dict[str, Any] = {}
+        if label:
+            filters["label"] = label
+        if name:
+            filters["name"] = name
+        out = []
+        for n in self.api.networks(filters=filters):
+            if name and n["Name"] != name:  # the name filter matches substrings
+                continue
+            out.append(NetworkInfo(n["Id"], n["Name"], dict(n.get("Labels") or {})))
+        return out
+
+    def create_container(self, request: dict[str, Any]) -> str:
+        from docker.types import DeviceRequest, Mount, Ulimit
+
+        kw = dict(request)
+        kw["ulimits"] = [Ulimit(**u) for u in kw.get("ulimits", [])]
+        if "mounts" in kw:
+            kw["mounts"] = [Mount(m["target"], m["source"], type=m["type"], read_only=m["read_only"])
+                            for m in kw["mounts"]]
+        if "device_requests" in kw:
+            kw["device_requests"] = [DeviceRequest(**d) for d in kw["device_requests"]]
+        image = kw.pop("image")
+        command = kw.pop("command")
+        container = self.client.containers.create(image, command, detach=True, **kw)
+        return container.id
+
+    def start(self, cid: str) -> None:
+        self.api.start(cid)
+
+    def _info(self, attrs: dict) -> ContainerInfo:
+        state = attrs.get("State") or {}
+        return ContainerInfo(
+            id=attrs["Id"], name=attrs["Name"].lstrip("/"), labels=dict(attrs["Config"].get("Labels") or {}),
+            state=state.get("Status", "unknown"),
+            exit_code=state.get("ExitCode") if state.get("Status") in ("exited", "dead") else None,
+            created=_epoch(attrs.get("Created")), oom_killed=bool(state.get("OOMKilled")),
+        )
+
+    def containers(self, label: str | None = None, name: str | None = None) -> list[ContainerInfo]:
+        filters: dict[str, Any] = {}
+        if label:
+            filters["label"] = label
+        if name:
+            filters["name"] = f"^/{name}$"
+        out = []
+        for c in self.api.containers(all=True, filters=filters):
+            info = self.inspect(c["Id"])
+            if info is not None:
+                out.append(info)
+        return sorted(out, key=lambda i: (i.labels.get("ddpctl.job", ""), i.name))
+
+    def inspect(self, cid: str) -> ContainerInfo | None:
+        try:
+            return self._info(self.api.inspect_container(cid))
+        except self._errors().NotFound:
+            return None
+
+    def logs(self, cid: str, *, follow: bool = False, tail: int | None = None, since: float | None = None,
+             timestamps: bool = False) -> Iterator[bytes]:
+        kw: dict[str, Any] = {"stdout": True, "stderr": True, "timestamps": timestamps, "follow": follow}
+        if tail is not None:
+            kw["tail"] = tail
+        if since is not None:
+            kw["since"] = int(since)
+        if follow:
+            return self.api.logs(cid, stream=True, **kw)
+        return iter([self.api.logs(cid, stream=False, **kw)])
+
+    def wait(self, cid: str) -> int:
+        try:
+            return int(self.api.wait(cid).get("StatusCode", 1))
+        except self._errors().NotFound:
+            return 1
+
+    def stop(self, cid: str, timeout: int = 5) -> None:
+        try:
+            self.api.stop(cid, timeout=timeout)
+        except self._errors().NotFound:
+            pass
+        except self._errors().APIError as exc:
+            raise EngineError(f"could not stop container {cid[:12]} ({exc.explanation})",
+                              "try 'docker rm -f' on it") from None
+
+    def remove_container(self, cid: str) -> None:
+        try:
+            self.api.remove_container(cid, force=True, v=True)
+        except self._errors().NotFound:
+            pass
+        except self._errors().APIError as exc:
+            if exc.status_code == 409 and "already in progress" in str(exc.explanation):
+                return
+            raise

@@ -1,0 +1,58 @@
+"""CLI layer of image/up/ps/logs/down that needs no engine: help, dry-run, usage errors, lazy imports."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ddpctl.local.plan import plan_local
+from ddpctl.spec import spec_from_dict
+
+
+def run(*args, env=None):
+    code = "import sys\nfrom ddpctl.cli.main import main\nmain(sys.argv[1:])"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("cmd", [["up"], ["ps"], ["logs"], ["down"], ["image", "build"], ["image", "base"],
+                                 ["image", "check"]])
+def test_help_has_an_example(cmd):
+    proc = run(*cmd, "--help")
+    assert proc.returncode == 0 and "Example" in proc.stdout
+
+
+def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
+    code = ("import sys\nfrom ddpctl.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
+            "    pass\nprint('MODULES', 'docker' in sys.modules, 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, "up", "--dry-run", "--name", "dry", "--nodes", "2",
+                           "--nproc-per-node", "2", "--", "python", "t.py"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text, _, modules = proc.stdout.rpartition("MODULES")
+    assert modules.split() == ["False", "False"]
+    printed = yaml.safe_load(text)
+    spec = spec_from_dict({"name": "dry", "nodes": 2, "nproc_per_node": 2, "command": ["python", "t.py"]})
+    assert printed == plan_local(spec, cwd=tmp_path).to_dict()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["down"], "give a job name or --all"),
+    (["down", "x", "--all"], "give a job name or --all"),
+    (["logs", "x", "--since", "yesterday"], "--since 'yesterday'"),
+    (["up", "--nodes", "0", "--dry-run"], "'nodes'"),
+    (["image", "build", "--cpu", "--ca-file", "x.pem"], "--ca-file only applies"),
+])
+def test_usage_errors_are_one_line_exit_2(args, needle):
+    proc = run(*args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0]
+
+
+def test_up_refuses_a_multi_host_spec(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("name: mh\nnodes: 2\nnetwork: host\nhosts: [10.0.0.1, 10.0.0.2]\n")
+    proc = run("up", "-f", str(job), "--dry-run")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "ddpctl up does not support hosts" in proc.stderr and "render compose" in proc.stderr
