@@ -37,6 +37,8 @@ def test_help_has_examples(capsys):
     (["--probe-max", "lots"], "--probe-max"),
     (["--workloads", ""], "workloads is empty"),
     (["--steps", "x"], "Invalid value for '--steps'"),
+    (["--python", "/nonexistent/python3"], "--python /nonexistent/python3 is not an executable"),
+    (["--time-budget", "0"], "--time-budget must be positive"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, tmp_path, argv, needle):
     out_dir = tmp_path / "never"

@@ -32,6 +32,7 @@ def run_bench(options: BenchOptions, outdir: Path, *, executor=None, progress=No
             executor = DockerExecutor.from_options(options)
         else:
             executor = runner.HostExecutor(python=python)
+    executor.preflight()
     progress.note(f"collecting system info ({executor.describe()})")
     sysinfo = runner.collect_sysinfo(executor)
     the_plan = make_plan(options, int(sysinfo.get("gpu_count") or 0))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ddpctl.bench.plan import WORKLOADS, Cell, Plan
-from ddpctl.errors import JobFailed
+from ddpctl.errors import JobFailed, UsageError
 
 TRAIN_MODULE = "ddp_train"
 MIN_RUN_S = 15.0  # with a time budget, no run starts with less than this left
@@ -103,6 +103,9 @@ class Executor(ABC):
     def describe(self) -> str:
         return self.runtime
 
+    def preflight(self) -> None:
+        """Raise a one-line DdpctlError when nothing could run (before any output is written)."""
+
 
 class HostExecutor(Executor):
     """Runs programs as subprocesses of this host's Python (``--python`` picks another interpreter)."""
@@ -130,6 +133,12 @@ class HostExecutor(Executor):
 
     def describe(self) -> str:
         return f"host ({self.python})"
+
+    def preflight(self) -> None:
+        import shutil
+
+        if shutil.which(self.python) is None:
+            raise UsageError(f"--python {self.python} is not an executable", "pass the path of a Python with torch")
 
     def run(self, launch, *, timeout, log=None, tick=None):
         return run_process(self.argv(launch), self.environ(launch), timeout=timeout, log=log, tick=tick)
