@@ -103,7 +103,7 @@ class Executor(ABC):
     def describe(self) -> str:
         return self.runtime
 
-    def preflight(self) -> None:
+    def preflight(self) -> None:  # noqa: B027 - optional hook, nothing to check by default
         """Raise a one-line DdpctlError when nothing could run (before any output is written)."""
 
 
