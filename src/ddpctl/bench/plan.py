@@ -7,6 +7,7 @@ times for ``warmup`` + ``steps`` training steps. The rules:
   (``ddp`` on 1 GPU too when 1 is the only count, so a 1-GPU host still exercises DDP);
 - a workload runs only the data pipelines it supports (the synthetic ImageNet set has no CPU DataLoader
   variant: its images are generated on the device);
+- cells run workload by workload, ``dp`` cells last (a ``--time-budget`` that runs out cuts them first);
 - on a host without GPUs "GPUs" are CPU processes (gloo): ``dp`` is dropped (DataParallel needs GPUs),
   the default matrix shrinks to the ``toy`` workload at 1 and 2 processes with few steps, so the command
   always works.
@@ -164,6 +165,9 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
                     if strat == "ddp" and n < 2 and counts != (1,):
                         continue
                     cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps))
+    # DataParallel is the comparison point, not the headline: its cells run last, so a --time-budget that
+    # runs out cuts them first (stable sort: otherwise workload, pipeline, strategy, GPU order).
+    cells.sort(key=lambda c: c.strategy == "dp")
     if not cells:
         raise UsageError("the chosen workloads, pipelines, strategies and GPU counts leave nothing to run",
                          "add a GPU count of 2 or more for dp/ddp, or the strategy single for 1 GPU")
