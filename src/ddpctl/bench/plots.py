@@ -70,6 +70,7 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
         ax.set_title(w, fontsize=10)
         ax.set_xlabel(unit)
         ax.set_ylabel("images / s")
+        ax.set_ylim(bottom=0)
         ax.set_xticks(report["plan"]["gpu_counts"])
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ddpctl import __version__
 from ddpctl.bench import efficiency as eff
-from ddpctl.bench.plan import WORKLOADS, Cell
+from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell
 from ddpctl.bench.runner import BenchRun
 
 SCHEMA_VERSION = 1
@@ -113,7 +113,11 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
     by_cell: dict[str, list] = {}
     for r in bench.runs:
         by_cell.setdefault(r.cell.key, []).append(r)
-    cells = [_cell_entry(c, by_cell.get(c.key, [])) for c in plan.cells]
+    # Reading order (the run order puts DataParallel last): workload, pipeline, single/dp/ddp, GPU count.
+    workloads = list(dict.fromkeys(c.workload for c in plan.cells))
+    ordered = sorted(plan.cells, key=lambda c: (workloads.index(c.workload), PIPELINES.index(c.pipeline),
+                                                STRATEGIES.index(c.strategy), c.gpus))
+    cells = [_cell_entry(c, by_cell.get(c.key, [])) for c in ordered]
     index = {c["key"]: c for c in cells}
 
     def ips(c: dict | None) -> float | None:
