@@ -55,7 +55,9 @@ def compare_main(argv) -> int:
 def _exit(code: int, distributed: bool) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
-    if distributed:
+    from . import distributed as dist_mod
+
+    if distributed or dist_mod.JOINED[0]:
         # Peers may be blocked in a collective; tearing the process group down could hang. Leave now.
         os._exit(code)
     return code
@@ -72,12 +74,15 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         from .train import run
 
-        try:
-            return run(args)
-        finally:
-            import torch.distributed as dist
+        import torch.distributed as dist
 
+        try:
+            code = run(args)
+        finally:
             distributed = dist.is_available() and dist.is_initialized()
+        # A process that joined a process group leaves with os._exit: tearing down gloo/NCCL threads in
+        # interpreter finalisation can abort ("terminate called without an active exception").
+        return _exit(code, distributed)
     except TrainError as exc:
         print(f"ddp-train: error: {exc}", file=sys.stderr)
         return _exit(exc.code, distributed)

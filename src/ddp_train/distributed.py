@@ -16,6 +16,10 @@ import torch.distributed as dist
 from .errors import EXIT_DEPENDENCY, EXIT_MASTER_UNREACHABLE, EXIT_USAGE, TrainError
 
 
+# Set once this process has joined a process group (it then leaves with os._exit, see __main__._exit).
+JOINED = [False]
+
+
 @dataclass
 class Launch:
     mode: str  # "torchrun" | "env" | "tcp" | "file" | "single"
@@ -121,6 +125,7 @@ def init(args, launch: Launch, backend, device):
         kwargs["device_id"] = device
     try:
         dist.init_process_group(**kwargs)
+        JOINED[0] = True
     except TrainError:
         raise
     except Exception as exc:

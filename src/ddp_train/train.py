@@ -477,6 +477,9 @@ class Run:
 
     def close(self):
         if self.distributed and dist.is_initialized():
+            # Everyone is done before anyone tears down: a rank that leaves while a peer still talks to it
+            # makes gloo abort ("terminate called without an active exception").
+            dist.barrier()
             dist.destroy_process_group()
 
 
