@@ -72,9 +72,9 @@ def main(argv=None) -> int:
         from .config import parse_args
 
         args = parse_args(argv)
-        from .train import run
-
         import torch.distributed as dist
+
+        from .train import run
 
         try:
             code = run(args)

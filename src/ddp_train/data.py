@@ -105,6 +105,10 @@ class _CifarUnpickler(pickle.Unpickler):
             return _NpArray
         if module == "numpy" and name == "dtype":
             return _NpDtype
+        if module == "_codecs" and name == "encode":  # bytes in protocol-2 pickles written by Python 3
+            import codecs
+
+            return codecs.encode
         raise pickle.UnpicklingError(f"unexpected object {module}.{name}")
 
 
@@ -138,7 +142,7 @@ def _find_dir(data_dir, probe_names, subdirs):
     for sub in ("",) + subdirs:
         d = os.path.join(data_dir, sub)
         if any(os.path.exists(os.path.join(d, n)) or os.path.exists(os.path.join(d, n + ".gz")) for n in probe_names):
-            return d
+            return os.path.normpath(d)
     return data_dir
 
 

@@ -15,7 +15,6 @@ import torch.distributed as dist
 
 from .errors import EXIT_DEPENDENCY, EXIT_MASTER_UNREACHABLE, EXIT_USAGE, TrainError
 
-
 # Set once this process has joined a process group (it then leaves with os._exit, see __main__._exit).
 JOINED = [False]
 

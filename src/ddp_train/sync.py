@@ -54,7 +54,7 @@ def check(module: nn.Module, sync_bn: bool, group=None) -> dict:
     differs = (allr != allr[0:1]).any(dim=2).any(dim=0).tolist()
     params = {n for n, _ in module.named_parameters()}
     mismatched, bn_drift, other_buffers = [], [], []
-    for (name, _), bad in zip(named, differs):
+    for (name, _), bad in zip(named, differs, strict=True):
         if not bad:
             continue
         if name in params:
