@@ -59,6 +59,7 @@ class GpuStats:
         self.device = device
         self.handle = None
         self.samples = []
+        self.active = False
         if device.type != "cuda":
             return
         try:
@@ -73,6 +74,22 @@ class GpuStats:
             self._nvml = pynvml
         except Exception:
             self.handle = None
+
+    def start(self, interval=0.25):
+        """Sample utilisation in a daemon thread (NVML calls are cheap and never touch the CUDA stream)."""
+        if self.handle is None:
+            return
+        import threading
+
+        self._stop = threading.Event()
+
+        def loop():
+            while not self._stop.wait(interval):
+                if self.active:
+                    self.sample()
+
+        self.active = False
+        threading.Thread(target=loop, name="ddp-train-nvml", daemon=True).start()
 
     def sample(self):
         if self.handle is None:

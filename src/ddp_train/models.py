@@ -23,7 +23,7 @@ class ToyCNN(nn.Module):
 
     def forward(self, x):
         x = self.features(x)
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return self.fc(x.mean((2, 3)))
 
 
 class MnistCNN(nn.Module):
@@ -83,7 +83,7 @@ class ResNet18Cifar(nn.Module):
     def forward(self, x):
         x = F.relu(self.bn1(self.conv1(x)), inplace=True)
         x = self.layers(x)
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return self.fc(x.mean((2, 3)))
 
 
 class PyramidBlock(nn.Module):
@@ -131,7 +131,7 @@ class PyramidNet(nn.Module):
     def forward(self, x):
         x = self.blocks(self.bn1(self.conv1(x)))
         x = F.relu(self.bn_final(x), inplace=True)
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return self.fc(x.mean((2, 3)))
 
 
 class Bottleneck(nn.Module):
@@ -184,7 +184,7 @@ class ResNet50(nn.Module):
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.bn1(self.conv1(x)), inplace=True), 3, 2, 1)
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return self.fc(x.mean((2, 3)))
 
 
 def build_model(name: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module:

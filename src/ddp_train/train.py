@@ -157,6 +157,7 @@ class Run:
         self.metrics = MetricsFile((a.metrics_file or (os.path.join(a.output_dir, "metrics.jsonl")
                                                         if a.output_dir else None)) if self.is0 else None)
         self.gpu = GpuStats(self.device)
+        self.gpu.start()
         tty = sys.stderr.isatty()
         self.bar = self.is0 and not a.quiet and (a.progress == "bar" or (a.progress == "auto" and tty))
         src = "synthetic" if not a.data_dir else self.train_split.source
@@ -310,12 +311,14 @@ class Run:
                 self.sync_device()
                 timed += time.perf_counter() - seg_start
                 seg_start = None
+                self.gpu.active = False
 
         def resume():
             nonlocal seg_start
             if self.global_step >= self.warmup_steps and seg_start is None:
                 self.sync_device()
                 seg_start = time.perf_counter()
+                self.gpu.active = True
 
         if self.global_step >= self.stop_at:
             self.say("ddp-train: nothing left to train (already at the last step)")
@@ -377,7 +380,7 @@ class Run:
                     info = dict(epoch=epoch, step=self.global_step, loss=round(lval, 4),
                                 lr=self.sched.get_last_lr()[0], step_time_s=round(st, 5),
                                 data_time_s=round(interval_data / max(1, interval_steps), 5),
-                                images_per_sec=round(ips, 1), gpu_util=self.gpu.sample())
+                                images_per_sec=round(ips, 1), gpu_util=self.gpu.mean_util())
                     if bar:
                         bar.update(self.step_in_epoch, f"loss {lval:.3f} {ips:,.0f} img/s", force=last)
                     if self.step_in_epoch % self.log_interval == 0 or last:
