@@ -14,6 +14,7 @@ exactly the batches an uninterrupted one would have.
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import math
 import os
@@ -331,7 +332,8 @@ class SampleDataset(torch.utils.data.Dataset):
     def __init__(self, split: Split, *, seed, pad, flip, augment, mean, std):
         imgs = split.images.cpu()
         self.n, self.c, self.h, self.w = imgs.shape
-        self.raw = bytes(imgs.permute(0, 2, 3, 1).contiguous().untyped_storage())  # HWC rows, like the raw files
+        hwc = imgs.permute(0, 2, 3, 1).contiguous()  # HWC rows, like the raw files
+        self.raw = ctypes.string_at(hwc.data_ptr(), hwc.numel())  # one copy; bytes(storage) is per element
         self.labels = split.labels.cpu().tolist()
         self.seed, self.pad, self.flip, self.augment = seed, pad, flip, augment
         self.mean = torch.tensor(mean).view(-1, 1, 1)
