@@ -40,8 +40,9 @@ DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-
 
 
 def command(gpus, args, warmup, timed):
-    base = ["-m", "ddp_train", *args, "--warmup-steps", str(warmup), "--max-steps", str(warmup + timed),
-            "--log-interval", "1000000"]
+    # --epochs is set high so that --max-steps, not the end of the (one-epoch default) run, ends the window
+    base = ["-m", "ddp_train", *args, "--epochs", "1000", "--warmup-steps", str(warmup),
+            "--max-steps", str(warmup + timed), "--log-interval", "1000000"]
     if gpus == 1:
         return [sys.executable, *base, "--strategy", "single"]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus), *base]
