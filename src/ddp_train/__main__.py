@@ -1,11 +1,107 @@
-"""Entry point for ``ddp-train`` and ``python -m ddp_train`` (stub; built in its own issue)."""
+"""Entry point for ``ddp-train`` and ``python -m ddp_train``."""
 
+from __future__ import annotations
+
+import argparse
+import json
+import os
 import sys
+import traceback
+
+from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_SYNC, EXIT_USAGE, RETRYABLE_MIN, TrainError, classify
+
+COMPARE_EPILOG = """\
+example:
+  ddp-train compare run-a/ckpt-00000100.pt run-b/ckpt-00000100.pt
+exit codes: 0 identical (or within --atol), 4 they differ, 5 a file is not a valid checkpoint, 2 bad arguments.
+"""
+
+
+def compare_main(argv) -> int:
+    from .config import _Parser
+
+    p = _Parser(prog="ddp-train compare", description="Compare the models of two ddp-train checkpoints tensor "
+                "by tensor; prints one JSON line.", epilog=COMPARE_EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--atol", type=float, default=0.0, help="largest absolute difference still counted equal")
+    p.add_argument("--all", action="store_true", help="also compare optimizer state and step counters")
+    args = p.parse_args(argv)
+    from . import checkpoint, sync
+
+    ca, cb = checkpoint.load(args.a), checkpoint.load(args.b)
+    res = sync.compare_state_dicts(ca["model"], cb["model"], args.atol)
+    if args.all:
+        for key in ("step", "epoch", "step_in_epoch"):
+            if ca[key] != cb[key]:
+                res["differ"].append(key)
+                res["identical_or_within_atol"] = False
+        oa, ob = ca["optimizer"]["state"], cb["optimizer"]["state"]
+        for k in sorted(set(oa) | set(ob)):
+            sa, sb = oa.get(k, {}), ob.get(k, {})
+            r = sync.compare_state_dicts(sa, sb, args.atol)
+            if not r["identical_or_within_atol"]:
+                res["differ"].append(f"optimizer.state.{k}")
+                res["identical_or_within_atol"] = False
+    for line in res["differ"][:50]:
+        print(f"differs: {line}", file=sys.stderr)
+    for line in res["shape_or_dtype"][:50]:
+        print(f"shape/dtype: {line}", file=sys.stderr)
+    print(json.dumps({"event": "compare", "a": args.a, "b": args.b, **res}))
+    return EXIT_OK if res["identical_or_within_atol"] else EXIT_SYNC
+
+
+def _exit(code: int, distributed: bool) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    from . import distributed as dist_mod
+
+    if distributed or dist_mod.JOINED[0]:
+        # Peers may be blocked in a collective; tearing the process group down could hang. Leave now.
+        os._exit(code)
+    return code
 
 
 def main(argv=None) -> int:
-    print("ddp-train: not implemented yet", file=sys.stderr)
-    return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    distributed = False
+    try:
+        if argv[:1] == ["compare"]:
+            return compare_main(argv[1:])
+        from .config import parse_args
+
+        args = parse_args(argv)
+        import torch.distributed as dist
+
+        from .train import run
+
+        try:
+            code = run(args)
+        finally:
+            distributed = dist.is_available() and dist.is_initialized()
+        # A process that joined a process group leaves with os._exit: tearing down gloo/NCCL threads in
+        # interpreter finalisation can abort ("terminate called without an active exception").
+        return _exit(code, distributed)
+    except TrainError as exc:
+        print(f"ddp-train: error: {exc}", file=sys.stderr)
+        return _exit(exc.code, distributed)
+    except KeyboardInterrupt:
+        print("ddp-train: interrupted", file=sys.stderr)
+        return _exit(130, distributed)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except BaseException as exc:  # noqa: BLE001 - map everything else to an exit code
+        code = classify(exc)
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        if code >= RETRYABLE_MIN:
+            print(f"ddp-train: error: lost a peer or timed out ({type(exc).__name__}: {first}); retryable, "
+                  "restart the job (exit code {code})".replace("{code}", str(code)), file=sys.stderr)
+        else:
+            traceback.print_exc()
+            print(f"ddp-train: error: internal error {type(exc).__name__}: {first}; please report it",
+                  file=sys.stderr)
+        return _exit(code if code else EXIT_INTERNAL, distributed)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,125 @@
+"""ddp-train throughput: the GPU fast path vs the classic DataLoader pipeline, and DDP scaling.
+
+Every configuration is a real `ddp-train` run (a subprocess; torchrun for several GPUs) with a fixed
+number of warm-up steps (excluded) and timed steps; the figures come from each run's summary line.
+
+    python benchmarks/train_throughput.py --out results.json            # on a machine with 1-2 GPUs
+    python benchmarks/train_throughput.py --only r18-fast-1 --scale 0.2  # a quick subset
+
+Targets (issue 3): fast path >= 4x the dataloader mode on 1 GPU (ResNet-18 CIFAR, batch 256/GPU);
+scaling >= 0.95 on 2 GPUs; ResNet-50 synthetic 224 bf16 >= 2,800 img/s per GPU and >= 0.97 scaling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+R18 = ["--workload", "cifar10", "--model", "resnet18", "--batch-size", "256", "--no-eval", "--sync-check", "off",
+       "--quiet"]
+R50 = ["--workload", "imagenet-synthetic", "--model", "resnet50", "--batch-size", "256", "--no-eval",
+       "--sync-check", "off", "--quiet", "--test-size", "256"]
+CLASSIC = ["--data-pipeline", "dataloader", "--workers", "4", "--precision", "fp32", "--no-channels-last"]
+
+# name: (gpus, args, warmup steps, timed steps)
+CONFIGS = {
+    "r18-fast-1": (1, R18, 40, 300),
+    "r18-dataloader-1": (1, R18 + CLASSIC, 20, 120),
+    "r18-dataloader-bf16-1": (1, R18 + ["--data-pipeline", "dataloader", "--workers", "4"], 20, 120),
+    "r18-fast-2": (2, R18, 40, 300),
+    "r50-fast-1": (1, R50, 15, 60),
+    "r50-fast-2": (2, R50, 15, 60),
+    "r18-compile-1": (1, R18 + ["--compile"], 60, 300),
+    "r18-compile-2": (2, R18 + ["--compile"], 60, 300),
+}
+DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
+
+
+def command(gpus, args, warmup, timed):
+    # --epochs is set high so that --max-steps, not the end of the (one-epoch default) run, ends the window
+    base = ["-m", "ddp_train", *args, "--epochs", "1000", "--warmup-steps", str(warmup),
+            "--max-steps", str(warmup + timed), "--log-interval", "1000000"]
+    if gpus == 1:
+        return [sys.executable, *base, "--strategy", "single"]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus), *base]
+
+
+def run_one(name, scale, timeout, extra=(), warmup_override=None):
+    gpus, args, warmup, timed = CONFIGS[name]
+    if warmup_override is not None:
+        warmup = warmup_override
+    cmd = command(gpus, [*args, *extra], warmup, max(5, int(timed * scale)))
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"name": name, "gpus": gpus, "cmd": " ".join(cmd[1:]), "error": f"timeout after {timeout}s"}
+    wall = round(time.monotonic() - t0, 1)
+    res = {"name": name, "gpus": gpus, "cmd": " ".join(["python"] + cmd[1:]), "rc": p.returncode, "wall_s": wall}
+    try:
+        res["summary"] = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        res["error"] = (p.stderr or p.stdout)[-1500:]
+    return res
+
+
+def derive(results):
+    by = {r["name"]: r.get("summary", {}).get("images_per_sec") for r in results}
+    out = {}
+
+    def ratio(a, b, div=1):
+        return round(by[a] / (div * by[b]), 3) if by.get(a) and by.get(b) else None
+
+    out["fast_vs_dataloader_1gpu"] = ratio("r18-fast-1", "r18-dataloader-1")
+    out["fast_vs_dataloader_bf16_1gpu"] = ratio("r18-fast-1", "r18-dataloader-bf16-1")
+    out["r18_scaling_2gpu"] = ratio("r18-fast-2", "r18-fast-1", 2)
+    out["r18_compile_scaling_2gpu"] = ratio("r18-compile-2", "r18-compile-1", 2)
+    out["r50_scaling_2gpu"] = ratio("r50-fast-2", "r50-fast-1", 2)
+    out["r50_img_s_per_gpu_1"] = by.get("r50-fast-1")
+    out["r50_img_s_per_gpu_2"] = round(by["r50-fast-2"] / 2, 1) if by.get("r50-fast-2") else None
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=",".join(DEFAULT), help=f"comma-separated subset of {', '.join(CONFIGS)}")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the timed steps")
+    ap.add_argument("--timeout", type=int, default=240, help="seconds per configuration")
+    ap.add_argument("--out", default="train_throughput.json")
+    ap.add_argument("--extra", default="", help="extra ddp-train flags for every run (a CPU smoke test: "
+                    "'--device cpu --model toy-cnn --train-size 1024 --batch-size 32')")
+    ap.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
+    a = ap.parse_args()
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    results = []
+    for name in a.only.split(","):
+        r = run_one(name.strip(), a.scale, a.timeout, a.extra.split(), a.warmup)
+        results.append(r)
+        s = r.get("summary", {})
+        print(f"{name:24s} gpus={r['gpus']} img/s={s.get('images_per_sec')} step={s.get('step_time_s')} "
+              f"data={s.get('data_time_s')} util={s.get('gpu_util')} mem={s.get('gpu_mem_gb')} "
+              f"wall={r.get('wall_s')} {r.get('error', '')[:300]}", flush=True)
+        doc = {"device": s.get("device_name") or (results[0].get("summary") or {}).get("device_name"),
+               "results": results, "derived": derive(results)}
+        with open(a.out, "w") as f:
+            json.dump(doc, f, indent=1)
+    print()
+    print("| config | GPUs | img/s (global) | img/s per GPU | step ms | data ms | GPU util % | GPU mem GB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        s = r.get("summary") or {}
+        ips = s.get("images_per_sec")
+        print(f"| {r['name']} | {r['gpus']} | {ips if ips else 'ERR'} | {round(ips / r['gpus'], 1) if ips else ''} | "
+              f"{round(s['step_time_s'] * 1000, 2) if s.get('step_time_s') else ''} | "
+              f"{round(s['data_time_s'] * 1000, 2) if s.get('data_time_s') is not None else ''} | "
+              f"{s.get('gpu_util', '')} | {s.get('gpu_mem_gb', '')} |")
+    print()
+    print(json.dumps(derive(results), indent=1))
+
+
+if __name__ == "__main__":
+    main()

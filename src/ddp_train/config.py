@@ -1,0 +1,192 @@
+"""Command-line flags of ``ddp-train`` and the per-workload defaults."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from .errors import EXIT_USAGE, TrainError
+
+WORKLOADS = ("toy", "mnist", "cifar10", "imagenet-synthetic")
+MODELS = ("toy-cnn", "mnist-cnn", "resnet18", "pyramidnet", "resnet50")
+
+
+@dataclass(frozen=True)
+class WorkloadDefaults:
+    model: str
+    shape: tuple[int, int, int]  # C, H, W
+    num_classes: int
+    train_size: int
+    test_size: int
+    epochs: int
+    batch_size: int
+    lr: float
+    pad: int  # random-crop padding (0: no crop)
+    flip: bool
+    synthetic_pool: int  # distinct synthetic images held (0: one per sample)
+
+
+WORKLOAD_DEFAULTS = {
+    # Not a real data set: small, so `ddp-train` with no arguments finishes in seconds on CPU.
+    "toy": WorkloadDefaults("toy-cnn", (3, 32, 32), 10, 2048, 512, 2, 32, 0.05, 2, True, 0),
+    "mnist": WorkloadDefaults("mnist-cnn", (1, 28, 28), 10, 60000, 10000, 1, 64, 0.05, 2, False, 0),
+    "cifar10": WorkloadDefaults("resnet18", (3, 32, 32), 10, 50000, 10000, 1, 256, 0.1, 4, True, 0),
+    # ImageNet-1k shaped; 1,281,167 samples per epoch drawn from a pool of distinct synthetic images.
+    "imagenet-synthetic": WorkloadDefaults("resnet50", (3, 224, 224), 1000, 1281167, 50000, 1, 256, 0.1, 16, True, 2048),
+}
+
+EPILOG = """\
+examples:
+  ddp-train                                   # quick synthetic toy run (torchrun env, or one process)
+  torchrun --nproc-per-node 2 -m ddp_train --workload cifar10 --epochs 5 --output-dir out
+  ddp-train --init-method tcp://10.0.0.1:29500 --rank 1 --world-size 2 --workload mnist
+  ddp-train --workload cifar10 --data-dir /data/cifar-10-batches-py --resume auto --output-dir out
+  ddp-train --workload imagenet-synthetic --warmup-steps 20 --max-steps 120 --no-eval
+  ddp-train compare out/ckpt-00000100.pt other/ckpt-00000100.pt
+
+exit codes: 0 ok, 2 bad arguments, 3 missing/corrupt data, 4 sync check failed, 5 checkpoint,
+  6 missing dependency, 1 internal error; 128 master unreachable, 129 lost peer / timeout (retryable).
+"""
+
+
+def _positive(kind):
+    def conv(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return v
+
+    return conv
+
+
+def _non_negative_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return v
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, no usage dump
+        raise TrainError(f"{message} (see `ddp-train --help`)", EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="ddp-train",
+        description="The shared DDP training entrypoint and standard multi-GPU test program. "
+        "Runs under torchrun (env://), with a manual --init-method, or as one plain process.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g = p.add_argument_group("launch")
+    g.add_argument("--strategy", choices=("ddp", "dp", "single"), default="ddp",
+                   help="ddp: one process per GPU/CPU rank (default); dp: DataParallel in one process; single")
+    g.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto", help="auto: nccl on GPU, gloo on CPU")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    g.add_argument("--init-method", default=None, help="tcp://HOST:PORT or file:///shared/path (default env://)")
+    g.add_argument("--rank", type=_non_negative_int, default=None, help="this process's rank (manual launch)")
+    g.add_argument("--world-size", type=_positive(int), default=None, help="number of processes (manual launch)")
+    g.add_argument("--local-rank", type=_non_negative_int, default=None,
+                   help="GPU index on this node (default: LOCAL_RANK, or rank modulo the GPU count)")
+    g.add_argument("--connect-timeout", type=_positive(float), default=300.0,
+                   help="seconds to wait for MASTER_ADDR:MASTER_PORT to open (default 300)")
+    g.add_argument("--pg-timeout", type=_positive(float), default=600.0,
+                   help="process-group (collective) timeout in seconds (default 600)")
+
+    g = p.add_argument_group("workload and data")
+    g.add_argument("--workload", choices=WORKLOADS, default="toy")
+    g.add_argument("--model", choices=MODELS + ("torchvision-resnet18", "torchvision-resnet50"), default=None,
+                   help="default: toy-cnn / mnist-cnn / resnet18 / resnet50 by workload; torchvision-* need torchvision")
+    g.add_argument("--data-dir", default=None,
+                   help="real data (CIFAR-10 python batches, MNIST idx files, .gz or not); default: synthetic")
+    g.add_argument("--train-size", type=_positive(int), default=None, help="synthetic training samples")
+    g.add_argument("--test-size", type=_positive(int), default=None, help="synthetic test samples")
+    g.add_argument("--synthetic-pool", type=_non_negative_int, default=None,
+                   help="distinct synthetic images to hold (0: one per sample; imagenet-synthetic default 2048)")
+    g.add_argument("--data-pipeline", choices=("auto", "device", "dataloader"), default="auto",
+                   help="device: data held on the device as uint8, batched augmentation (the fast path, default); "
+                   "dataloader: classic per-sample CPU pipeline with workers")
+    g.add_argument("--workers", type=_non_negative_int, default=None,
+                   help="DataLoader workers in dataloader mode (default 4 on GPU, 0 on CPU)")
+    g.add_argument("--no-augment", action="store_true", help="no random crop/flip")
+
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--epochs", type=_positive(int), default=None)
+    g.add_argument("--batch-size", type=_positive(int), default=None, help="per-rank (per-GPU) batch size")
+    g.add_argument("--lr", type=_positive(float), default=None)
+    g.add_argument("--scale-lr", action="store_true", help="linear LR scaling: lr x global_batch / --lr-base-batch")
+    g.add_argument("--lr-base-batch", type=_positive(int), default=256)
+    g.add_argument("--lr-schedule", choices=("cosine", "constant"), default="cosine")
+    g.add_argument("--warmup-epochs", type=float, default=0.0, help="linear LR warm-up length in epochs")
+    g.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    g.add_argument("--momentum", type=float, default=0.9)
+    g.add_argument("--weight-decay", type=float, default=5e-4)
+    g.add_argument("--label-smoothing", type=float, default=0.0)
+    g.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+                   help="autocast dtype (auto: bf16 on GPU, fp32 on CPU)")
+    g.add_argument("--channels-last", dest="channels_last", action="store_true", default=None,
+                   help="NHWC memory format (default on GPU)")
+    g.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (BN stats must then match)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--deterministic", action="store_true",
+                   help="deterministic algorithms; a stopped and resumed run ends bit-identical to an uninterrupted one")
+    g.add_argument("--max-steps", type=_positive(int), default=None,
+                   help="stop after this many optimizer steps in total (benchmarks, stop/resume)")
+    g.add_argument("--warmup-steps", type=_non_negative_int, default=None,
+                   help="steps excluded from the throughput figures (default: 5, fewer for short runs)")
+    g.add_argument("--no-eval", action="store_true", help="skip evaluation on the test split")
+
+    g = p.add_argument_group("checkpoints")
+    g.add_argument("--output-dir", default=None, help="checkpoints and metrics.jsonl go here (rank 0 writes)")
+    g.add_argument("--checkpoint-every", type=_non_negative_int, default=0,
+                   help="also save every N steps (0: only at epoch end and at --max-steps)")
+    g.add_argument("--keep-checkpoints", type=_positive(int), default=3)
+    g.add_argument("--resume", default=None, help="'auto' (newest valid checkpoint in --output-dir, if any) or a path")
+
+    g = p.add_argument_group("metrics and checks")
+    g.add_argument("--log-interval", type=_positive(int), default=None, help="steps between log lines (default ~10 per epoch)")
+    g.add_argument("--metrics-file", default=None, help="JSON-lines metrics (default OUTPUT_DIR/metrics.jsonl)")
+    g.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto",
+                   help="auto: a progress bar on a terminal, plain lines otherwise")
+    g.add_argument("--sync-check", choices=("end", "off"), default="end")
+    g.add_argument("--sync-check-every", type=_non_negative_int, default=0, help="also check every N steps")
+    g.add_argument("--quiet", action="store_true", help="only the summary line on stdout")
+    # Test hooks, hidden from --help: plant a divergence on one rank; make one rank die at a step.
+    g.add_argument("--debug-perturb-rank", type=int, default=None, help=argparse.SUPPRESS)
+    g.add_argument("--debug-exit-rank", type=int, default=None, help=argparse.SUPPRESS)
+    g.add_argument("--debug-exit-step", type=int, default=1, help=argparse.SUPPRESS)
+    return p
+
+
+def parse_args(argv):
+    args = build_parser().parse_args(argv)
+    d = WORKLOAD_DEFAULTS[args.workload]
+    for name in ("model", "train_size", "test_size", "epochs", "batch_size", "lr", "synthetic_pool"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(d, name))
+    if args.data_dir and args.workload in ("toy", "imagenet-synthetic"):
+        raise TrainError(f"--data-dir has no real data set for workload {args.workload!r}; "
+                         "use --workload cifar10 or mnist, or drop --data-dir", EXIT_USAGE)
+    if (args.rank is None) != (args.world_size is None):
+        raise TrainError("--rank and --world-size go together; pass both (or neither, under torchrun)", EXIT_USAGE)
+    if args.rank is not None and args.rank >= args.world_size:
+        raise TrainError(f"--rank {args.rank} must be below --world-size {args.world_size}", EXIT_USAGE)
+    if args.init_method and not args.init_method.startswith(("tcp://", "file://", "env://")):
+        raise TrainError(f"--init-method {args.init_method!r} is not tcp://HOST:PORT, file:///path or env://",
+                         EXIT_USAGE)
+    if args.init_method and args.init_method.startswith(("tcp://", "file://")) and args.rank is None:
+        raise TrainError(f"--init-method {args.init_method} needs --rank and --world-size", EXIT_USAGE)
+    if args.resume and args.resume == "auto" and not args.output_dir:
+        raise TrainError("--resume auto looks in --output-dir; pass --output-dir DIR", EXIT_USAGE)
+    if args.warmup_epochs < 0:
+        raise TrainError("--warmup-epochs must be >= 0", EXIT_USAGE)
+    return args

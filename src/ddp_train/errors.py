@@ -1,0 +1,71 @@
+"""Exit codes and the error type ddp-train maps to them.
+
+Codes below 128 are permanent (retrying the same command cannot help); codes of 128 and above are
+retryable (a peer or the master went away, a collective timed out), so that Kubernetes
+``restartPolicy: ExitCode`` / ``podFailurePolicy`` can restart only what may succeed on a retry.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1  # a bug or an unexpected error (permanent)
+EXIT_USAGE = 2  # bad arguments or an impossible combination
+EXIT_DATA = 3  # missing or corrupt data set files
+EXIT_SYNC = 4  # the sync check (or `compare`) found ranks/checkpoints that differ
+EXIT_CHECKPOINT = 5  # a checkpoint asked for cannot be loaded or does not fit this run
+EXIT_DEPENDENCY = 6  # an optional dependency (torchvision, CUDA) is needed but missing
+EXIT_MASTER_UNREACHABLE = 128  # MASTER_ADDR:MASTER_PORT never opened within --connect-timeout
+EXIT_LOST_PEER = 129  # a peer died, a connection closed or a collective timed out
+
+RETRYABLE_MIN = 128
+
+
+class TrainError(Exception):
+    """A one-line, user-facing error with its exit code. The message names the problem and the fix."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def retryable(self) -> bool:
+        return self.code >= RETRYABLE_MIN
+
+
+_RETRYABLE_MARKERS = (
+    "connection closed by peer",
+    "connection reset",
+    "broken pipe",
+    "timed out",
+    "timeout",
+    "socket",
+    "nccl",
+    "gloo",
+    "watchdog",
+    "heartbeat",
+    "rendezvous",
+    "tcpstore",
+)
+
+
+def classify(exc: BaseException) -> int:
+    """Exit code for an exception that escaped the training loop."""
+    if isinstance(exc, TrainError):
+        return exc.code
+    try:
+        import torch.distributed as dist
+
+        dist_errors = tuple(
+            getattr(dist, n) for n in ("DistBackendError", "DistNetworkError", "DistStoreError") if hasattr(dist, n)
+        )
+        if dist_errors and isinstance(exc, dist_errors):
+            return EXIT_LOST_PEER
+    except ImportError:  # pragma: no cover - torch is a hard dependency of ddp_train
+        pass
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return EXIT_LOST_PEER
+    if isinstance(exc, RuntimeError):
+        text = str(exc).lower()
+        if any(m in text for m in _RETRYABLE_MARKERS):
+            return EXIT_LOST_PEER
+    return EXIT_INTERNAL

@@ -1,0 +1,118 @@
+"""Progress output (a bar on a terminal, plain lines otherwise), the JSON-lines metrics file, GPU stats."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import torch
+
+
+class Progress:
+    """A dependency-free progress bar on stderr (rank 0, terminal only)."""
+
+    def __init__(self, total, desc, stream=None, width=28):
+        self.total, self.desc, self.width = max(1, total), desc, width
+        self.stream = stream or sys.stderr
+        self.last = 0.0
+
+    def update(self, n, info="", force=False):
+        now = time.monotonic()
+        if not force and now - self.last < 0.1 and n < self.total:
+            return
+        self.last = now
+        filled = int(self.width * n / self.total)
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r{self.desc} [{bar}] {n}/{self.total} {info}\x1b[K")
+        self.stream.flush()
+
+    def close(self):
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+class MetricsFile:
+    """Append-only JSON lines; one object per event. A no-op when no path is given."""
+
+    def __init__(self, path):
+        self.f = None
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self.f = open(path, "a", buffering=1)
+
+    def write(self, event, **fields):
+        if self.f:
+            self.f.write(json.dumps({"event": event, "time": round(time.time(), 3), **fields}) + "\n")
+
+    def close(self):
+        if self.f:
+            self.f.close()
+            self.f = None
+
+
+class GpuStats:
+    """GPU utilisation via NVML (pynvml, optional) and memory via torch; None where unavailable."""
+
+    def __init__(self, device):
+        self.device = device
+        self.handle = None
+        self.samples = []
+        self.active = False
+        if device.type != "cuda":
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            uuid = str(torch.cuda.get_device_properties(device).uuid)
+            try:
+                self.handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else "GPU-" + uuid)
+            except Exception:
+                self.handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+            self._nvml = pynvml
+        except Exception:
+            self.handle = None
+
+    def start(self, interval=0.25):
+        """Sample utilisation in a daemon thread (NVML calls are cheap and never touch the CUDA stream)."""
+        if self.handle is None:
+            return
+        import threading
+
+        self._stop = threading.Event()
+
+        def loop():
+            while not self._stop.wait(interval):
+                if self.active:
+                    self.sample()
+
+        self.active = False
+        threading.Thread(target=loop, name="ddp-train-nvml", daemon=True).start()
+
+    def sample(self):
+        if self.handle is None:
+            return None
+        try:
+            u = float(self._nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+        except Exception:
+            return None
+        self.samples.append(u)
+        return u
+
+    def mean_util(self):
+        return round(sum(self.samples) / len(self.samples), 1) if self.samples else None
+
+    def mem_gb(self):
+        if self.device.type != "cuda":
+            return None
+        return round(torch.cuda.max_memory_allocated(self.device) / 2**30, 2)
+
+
+def device_name(device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+
+    return f"cpu ({platform.machine()}, {os.cpu_count()} cores)"

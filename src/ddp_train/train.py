@@ -1,0 +1,502 @@
+"""The training run: setup, loop, evaluation, checkpoints, sync check and the summary line."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from . import checkpoint as ckpt_mod
+from . import data as data_mod
+from . import sync as sync_mod
+from .config import WORKLOAD_DEFAULTS
+from .distributed import detect, init, pick_device, resolve_backend
+from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_SYNC, EXIT_USAGE, TrainError
+from .metrics import GpuStats, MetricsFile, Progress, device_name
+from .models import build_model, convert_sync_bn
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.t0 = time.monotonic()
+        self.launch = detect(args)
+        a, L = args, self.launch
+        if a.strategy in ("dp", "single") and L.world_size > 1:
+            raise TrainError(f"--strategy {a.strategy} runs in one process, but this launch has world size "
+                             f"{L.world_size}; use --strategy ddp or start one process", EXIT_USAGE)
+        self.strategy = a.strategy
+        if a.strategy == "ddp" and L.mode == "single":
+            self.strategy = "single"  # one plain process: nothing to be data-parallel with
+        if a.deterministic:
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True)
+        self.device = pick_device(a, L)
+        self.cuda = self.device.type == "cuda"
+        torch.backends.cudnn.benchmark = self.cuda and not a.deterministic
+        self.backend = resolve_backend(a, self.device) if self.strategy == "ddp" else None
+        if self.strategy == "ddp":
+            init(a, L, self.backend, self.device)
+        self.rank = L.rank if self.strategy == "ddp" else 0
+        self.world = L.world_size if self.strategy == "ddp" else 1
+        self.is0 = self.rank == 0
+        self.distributed = self.strategy == "ddp" and dist.is_initialized()
+
+    # ------------------------------------------------------------------------------------- output
+    def say(self, msg):
+        if self.is0 and not self.args.quiet:
+            print(msg, flush=True)
+
+    def warn(self, msg):
+        if self.is0:
+            print(f"ddp-train: warning: {msg}", file=sys.stderr, flush=True)
+
+    def sync_device(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    # ------------------------------------------------------------------------------------- setup
+    def setup(self):
+        a, d = self.args, WORKLOAD_DEFAULTS[self.args.workload]
+        torch.manual_seed(a.seed)  # same initial weights on every rank (DDP also broadcasts rank 0's)
+        random.seed(a.seed + self.rank)
+        self.pipeline = "device" if a.data_pipeline == "auto" else a.data_pipeline
+        self.precision = a.precision if a.precision != "auto" else ("bf16" if self.cuda else "fp32")
+        self.channels_last = a.channels_last if a.channels_last is not None else self.cuda
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+        self.n_dp = torch.cuda.device_count() if (self.strategy == "dp" and self.cuda) else 1
+        self.per_rank_batch = a.batch_size * self.n_dp
+        self.global_batch = self.per_rank_batch * self.world
+
+        data_device = self.device if self.pipeline == "device" else torch.device("cpu")
+        splits = data_mod.load_splits(a, d.shape, d.num_classes, data_device)
+        self.train_split, self.test_split = splits["train"], splits["test"]
+        shape = tuple(self.train_split.images.shape[1:])
+        data_mod.check_batch(self.train_split.length, self.world, self.per_rank_batch)
+        mean, std = data_mod.NORMALIZATION[a.workload]
+        in_dtype = self.amp_dtype if (self.amp_dtype and self.cuda) else torch.float32
+        common = dict(batch=self.per_rank_batch, rank=self.rank, world=self.world, seed=a.seed, pad=d.pad,
+                      flip=d.flip, augment=not a.no_augment, mean=mean, std=std,
+                      channels_last=self.channels_last, device=self.device)
+        if self.pipeline == "device":
+            self.loader = data_mod.DeviceLoader(self.train_split, out_dtype=in_dtype, **common)
+        else:
+            workers = a.workers if a.workers is not None else (4 if self.cuda else 0)
+            self.workers = workers
+            self.loader = data_mod.ClassicLoader(self.train_split, out_dtype=torch.float32, workers=workers, **common)
+        self.eval_norm = data_mod.DeviceLoader(
+            self.test_split, out_dtype=in_dtype, **{**common, "augment": False, "batch": max(1, a.batch_size)})
+        self.steps_per_epoch = len(self.loader)
+        self.total_steps = self.steps_per_epoch * a.epochs
+        self.stop_at = min(self.total_steps, a.max_steps) if a.max_steps else self.total_steps
+        self.warmup_steps = a.warmup_steps if a.warmup_steps is not None else min(5, self.stop_at // 5)
+        if self.warmup_steps >= self.stop_at:
+            raise TrainError(f"--warmup-steps {self.warmup_steps} leaves no timed step out of {self.stop_at}; "
+                             "lower it or raise --max-steps/--epochs", EXIT_USAGE)
+        self.log_interval = a.log_interval or max(1, self.steps_per_epoch // 10)
+
+        num_classes = int(d.num_classes)
+        core = build_model(a.model, shape, num_classes)
+        if a.sync_bn and self.distributed and self.world > 1:
+            core = convert_sync_bn(core, self.device.type)
+        core = core.to(self.device)
+        if self.channels_last:
+            core = core.to(memory_format=torch.channels_last)
+        self.core = core
+        self.n_params = sum(p.numel() for p in core.parameters())
+
+        lr = a.lr * (self.global_batch / a.lr_base_batch if a.scale_lr else 1.0)
+        self.lr = lr
+        if a.optimizer == "sgd":
+            kw = dict(lr=lr, momentum=a.momentum, nesterov=a.momentum > 0, weight_decay=a.weight_decay)
+            if self.cuda:
+                kw["fused"] = True
+            self.opt = torch.optim.SGD(core.parameters(), **kw)
+        else:
+            self.opt = torch.optim.AdamW(core.parameters(), lr=lr, weight_decay=a.weight_decay,
+                                         **({"fused": True} if self.cuda else {}))
+        warm = int(a.warmup_epochs * self.steps_per_epoch)
+        total = self.total_steps
+        schedule = a.lr_schedule
+
+        def factor(step):
+            if warm and step < warm:
+                return (step + 1) / warm
+            if schedule == "constant":
+                return 1.0
+            progress = min(1.0, (step - warm) / max(1, total - warm))
+            return 0.5 * (1 + math.cos(math.pi * progress))
+
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, factor)
+        self.scaler = torch.amp.GradScaler("cuda") if (self.precision == "fp16" and self.cuda) else None
+        self.criterion = nn.CrossEntropyLoss(label_smoothing=a.label_smoothing)
+
+        self.epoch, self.step_in_epoch, self.global_step = 0, 0, 0
+        self.resumed_from = None
+        self._resume()
+
+        if self.strategy == "ddp" and self.distributed:
+            self.model = nn.parallel.DistributedDataParallel(
+                core, device_ids=[self.device.index] if self.cuda else None,
+                gradient_as_bucket_view=True, find_unused_parameters=False)
+        elif self.strategy == "dp" and self.cuda and self.n_dp > 1:
+            self.model = nn.DataParallel(core)
+        else:
+            self.model = core
+        if a.compile:
+            self.model = torch.compile(self.model)
+
+        self.metrics = MetricsFile((a.metrics_file or (os.path.join(a.output_dir, "metrics.jsonl")
+                                                        if a.output_dir else None)) if self.is0 else None)
+        self.gpu = GpuStats(self.device)
+        self.gpu.start()
+        tty = sys.stderr.isatty()
+        self.bar = self.is0 and not a.quiet and (a.progress == "bar" or (a.progress == "auto" and tty))
+        src = "synthetic" if not a.data_dir else self.train_split.source
+        self.header = dict(
+            world_size=self.world, strategy=self.strategy, backend=self.backend, launch=self.launch.mode,
+            workload=a.workload, model=a.model, device=str(self.device), device_name=device_name(self.device),
+            data=src, data_pipeline=self.pipeline, precision=self.precision, channels_last=self.channels_last,
+            compile=a.compile, sync_bn=a.sync_bn, per_rank_batch=self.per_rank_batch,
+            global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
+            epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params)
+        self.say("ddp-train: " + " ".join(f"{k}={v}" for k, v in self.header.items()))
+        self.metrics.write("start", **self.header)
+
+    def _resume(self):
+        a = self.args
+        if not a.resume:
+            return
+        path = None
+        if self.is0:
+            if a.resume == "auto":
+                path, skipped = ckpt_mod.newest_valid(a.output_dir)
+                for p, why in skipped:
+                    self.warn(f"skipping checkpoint {p}: {why}")
+            else:
+                path = a.resume
+        state = None
+        if self.is0 and path:
+            state = ckpt_mod.load(path)
+            cfg = state["config"]
+            for key in ("workload", "model"):
+                if cfg.get(key) != getattr(a, key):
+                    raise TrainError(f"checkpoint {path} is for {key} {cfg.get(key)!r}, this run is "
+                                     f"{getattr(a, key)!r}; use a matching --{key} or another --output-dir",
+                                     EXIT_CHECKPOINT)
+        if self.distributed and self.world > 1:
+            box = [(path, state)]
+            dist.broadcast_object_list(box, src=0, device=self.device if self.backend == "nccl" else None)
+            path, state = box[0]
+        if state is None:
+            if a.resume != "auto":
+                raise TrainError(f"--resume {a.resume}: nothing to resume", EXIT_CHECKPOINT)
+            self.say("ddp-train: no checkpoint to resume from; starting fresh")
+            return
+        self.core.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
+        self.epoch, self.step_in_epoch, self.global_step = state["epoch"], state["step_in_epoch"], state["step"]
+        if self.step_in_epoch >= self.steps_per_epoch:
+            self.epoch, self.step_in_epoch = self.epoch + 1, 0
+        rng = state.get("rng") or []
+        if state["config"].get("world_size") != self.world:
+            self.warn(f"resuming a world-size-{state['config'].get('world_size')} checkpoint with {self.world} "
+                      "ranks: shards change, so the run is not bit-identical to an uninterrupted one")
+        if self.rank < len(rng):
+            r = rng[self.rank]
+            torch.set_rng_state(r["torch"])
+            if self.cuda and r.get("cuda") is not None:
+                torch.cuda.set_rng_state(r["cuda"], self.device)
+            random.setstate(_to_tuple(r["python"]))
+        self.resumed_from = path
+        self.say(f"ddp-train: resumed from {path} at epoch {self.epoch} step {self.global_step}")
+
+    # ------------------------------------------------------------------------------------- pieces
+    def autocast(self):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def save_checkpoint(self, tag):
+        a = self.args
+        if not a.output_dir:
+            return None
+        my_rng = {"torch": torch.get_rng_state(),
+                  "cuda": torch.cuda.get_rng_state(self.device) if self.cuda else None,
+                  "python": random.getstate()}
+        rngs = [my_rng]
+        if self.distributed and self.world > 1:
+            rngs = [None] * self.world
+            dist.all_gather_object(rngs, my_rng)
+        path = None
+        if self.is0:
+            payload = {
+                "model": self.core.state_dict(), "optimizer": self.opt.state_dict(),
+                "scheduler": self.sched.state_dict(), "epoch": self.epoch, "step": self.global_step,
+                "step_in_epoch": self.step_in_epoch, "rng": rngs,
+                "config": {"workload": a.workload, "model": a.model, "seed": a.seed, "world_size": self.world,
+                           "per_rank_batch": self.per_rank_batch, "epochs": a.epochs, "strategy": self.strategy},
+            }
+            path = ckpt_mod.save(a.output_dir, payload, keep=a.keep_checkpoints)
+            self.metrics.write("checkpoint", path=path, step=self.global_step, epoch=self.epoch, reason=tag)
+        return path
+
+    @torch.no_grad()
+    def evaluate(self):
+        self.core.eval()
+        ev = self.eval_norm
+        correct = torch.zeros((), dtype=torch.float64, device=self.device)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        count = torch.zeros((), dtype=torch.float64, device=self.device)
+        idx = torch.arange(self.rank, self.test_split.length, self.world, device=self.device) % self.test_split.pool
+        bs = max(256, self.args.batch_size)
+        for s in range(0, idx.numel(), bs):
+            b = idx[s:s + bs]
+            x, y = ev.normalize(ev.images[b]), ev.labels[b]
+            with self.autocast():
+                out = self.core(x)
+            loss_sum += nn.functional.cross_entropy(out.float(), y, reduction="sum").double()
+            correct += (out.argmax(1) == y).sum().double()
+            count += y.numel()
+        stats = torch.stack([correct, loss_sum, count])
+        if self.distributed and self.world > 1:
+            if self.backend == "gloo":
+                stats = stats.cpu()
+            dist.all_reduce(stats)
+        c, ls, n = stats.tolist()
+        self.core.train()
+        return (c / n if n else float("nan")), (ls / n if n else float("nan"))
+
+    def run_sync_check(self):
+        res = sync_mod.check(self.core, self.args.sync_bn)
+        if self.is0:
+            if res["bn_stats_drift"]:
+                self.say(f"ddp-train: sync check: {len(res['bn_stats_drift'])} BatchNorm running-stat tensors differ "
+                         "across ranks (expected without --sync-bn)")
+            verdict = "PASS" if res["result"] == "pass" else "FAIL"
+            self.say(f"ddp-train: sync check {verdict} at step {self.global_step}: {res['tensors']} tensors on "
+                     f"{self.world} ranks" + (f"; mismatched: {', '.join(res['mismatched'])}" if res["mismatched"] else ""))
+            if res["mismatched"]:
+                print(f"ddp-train: error: sync check failed: {len(res['mismatched'])} tensor(s) differ across ranks: "
+                      f"{', '.join(res['mismatched'][:10])}", file=sys.stderr, flush=True)
+            self.metrics.write("sync_check", step=self.global_step, **res)
+        return res
+
+    # ------------------------------------------------------------------------------------- loop
+    def train(self):
+        a = self.args
+        timed = 0.0
+        seg_start = None
+        timed_steps = 0
+        data_time_timed = 0.0
+        epoch_time = None
+        epochs_done = 0
+        train_loss = train_acc = None
+        sync_res = None
+        test_acc = test_loss = None
+        saved_at = -1
+
+        def pause():
+            nonlocal timed, seg_start
+            if seg_start is not None:
+                self.sync_device()
+                timed += time.perf_counter() - seg_start
+                seg_start = None
+                self.gpu.active = False
+
+        def resume():
+            nonlocal seg_start
+            if self.global_step >= self.warmup_steps and seg_start is None:
+                self.sync_device()
+                seg_start = time.perf_counter()
+                self.gpu.active = True
+
+        if self.global_step >= self.stop_at:
+            self.say("ddp-train: nothing left to train (already at the last step)")
+        stop = self.global_step >= self.stop_at
+        self.model.train()
+        resume()
+        while not stop and self.epoch < a.epochs:
+            epoch = self.epoch
+            full_epoch = self.step_in_epoch == 0
+            self.sync_device()
+            t_epoch = time.perf_counter()
+            loss_acc = torch.zeros((), device=self.device)
+            correct_acc = torch.zeros((), device=self.device)
+            seen = 0
+            interval_t, interval_steps, interval_data = time.perf_counter(), 0, 0.0
+            bar = Progress(self.steps_per_epoch, f"epoch {epoch + 1}/{a.epochs}") if self.bar else None
+            it = self.loader.epoch(epoch, self.step_in_epoch)
+            while True:
+                t_d = time.perf_counter()
+                try:
+                    x, y = next(it)
+                except StopIteration:
+                    break
+                dt = time.perf_counter() - t_d
+                interval_data += dt
+                if seg_start is not None:
+                    data_time_timed += dt
+                with self.autocast():
+                    out = self.model(x)
+                    loss = self.criterion(out, y)
+                self.opt.zero_grad(set_to_none=True)
+                if self.scaler:
+                    self.scaler.scale(loss).backward()
+                    self.scaler.step(self.opt)
+                    self.scaler.update()
+                else:
+                    loss.backward()
+                    self.opt.step()
+                self.sched.step()
+                self.global_step += 1
+                self.step_in_epoch += 1
+                if seg_start is not None:
+                    timed_steps += 1
+                n = y.shape[0]
+                seen += n
+                loss_acc += loss.detach().float() * n
+                correct_acc += (out.detach().argmax(1) == y).sum()
+                interval_steps += 1
+                self._debug_hooks()
+                if self.global_step == self.warmup_steps:
+                    resume()
+                last = self.global_step >= self.stop_at or self.step_in_epoch >= self.steps_per_epoch
+                if bar or self.step_in_epoch % self.log_interval == 0 or last:
+                    self.sync_device()
+                    now = time.perf_counter()
+                    st = (now - interval_t) / max(1, interval_steps)
+                    ips = self.global_batch / st if st > 0 else 0.0
+                    lval = (loss_acc / max(1, seen)).item()
+                    info = dict(epoch=epoch, step=self.global_step, loss=round(lval, 4),
+                                lr=self.sched.get_last_lr()[0], step_time_s=round(st, 5),
+                                data_time_s=round(interval_data / max(1, interval_steps), 5),
+                                images_per_sec=round(ips, 1), gpu_util=self.gpu.mean_util())
+                    if bar:
+                        bar.update(self.step_in_epoch, f"loss {lval:.3f} {ips:,.0f} img/s", force=last)
+                    if self.step_in_epoch % self.log_interval == 0 or last:
+                        if not bar:
+                            self.say(f"epoch {epoch + 1}/{a.epochs} step {self.step_in_epoch}/{self.steps_per_epoch} "
+                                     f"(global {self.global_step}) loss {lval:.4f} step {st * 1000:.1f} ms "
+                                     f"data {info['data_time_s'] * 1000:.1f} ms {ips:,.0f} img/s")
+                        self.metrics.write("step", **info)
+                        interval_t, interval_steps, interval_data = time.perf_counter(), 0, 0.0
+                if a.checkpoint_every and self.global_step % a.checkpoint_every == 0 and not last:
+                    pause()
+                    self.save_checkpoint("every")
+                    saved_at = self.global_step
+                    resume()
+                if a.sync_check_every and self.global_step % a.sync_check_every == 0 and self.distributed \
+                        and self.world > 1 and not last:
+                    pause()
+                    res = self.run_sync_check()
+                    if res["result"] == "fail":
+                        sync_res = res
+                        stop = True
+                        break
+                    resume()
+                if self.global_step >= self.stop_at:
+                    stop = True
+                    break
+            if bar:
+                bar.close()
+            pause()
+            completed = self.step_in_epoch >= self.steps_per_epoch
+            ep_time = time.perf_counter() - t_epoch
+            if seen:
+                train_loss = (loss_acc / seen).item()
+                train_acc = (correct_acc / seen).item()
+            if completed and full_epoch:
+                epoch_time = ep_time
+            if sync_res is not None:
+                break
+            if completed:
+                epochs_done += 1
+                self.epoch += 1
+                self.step_in_epoch = 0
+                if not a.no_eval:
+                    test_acc, test_loss = self.evaluate()
+                ev = dict(epoch=epoch, epoch_time_s=round(ep_time, 3), train_loss=train_loss, train_acc=train_acc,
+                          test_acc=test_acc, test_loss=test_loss, gpu_util=self.gpu.mean_util(),
+                          gpu_mem_gb=self.gpu.mem_gb())
+                self.metrics.write("epoch", **ev)
+                self.say(f"epoch {epoch + 1}/{a.epochs} done in {ep_time:.2f}s: train loss {train_loss:.4f} "
+                         f"acc {train_acc:.4f}" + (f", test acc {test_acc:.4f}" if test_acc is not None else ""))
+            if saved_at != self.global_step and (completed or stop):
+                self.save_checkpoint("epoch" if completed else "stop")
+                saved_at = self.global_step
+            resume()
+        pause()
+        if test_acc is None and not a.no_eval and sync_res is None:
+            test_acc, test_loss = self.evaluate()
+        if sync_res is None:
+            if a.sync_check == "end" and self.distributed and self.world > 1:
+                sync_res = self.run_sync_check()
+        img_s = (timed_steps * self.global_batch / timed) if timed > 0 and timed_steps else None
+        step_t = timed / timed_steps if timed_steps else None
+        est = epoch_time is None and step_t is not None
+        summary = dict(
+            event="summary", **self.header,
+            epochs_completed=epochs_done, steps=self.global_step, timed_steps=timed_steps,
+            warmup_steps=self.warmup_steps,
+            images_per_sec=_r(img_s, 1), images_per_sec_per_rank=_r(img_s / self.world if img_s else None, 1),
+            step_time_s=_r(step_t, 6), data_time_s=_r(data_time_timed / timed_steps if timed_steps else None, 6),
+            epoch_time_s=_r(epoch_time if epoch_time is not None else (step_t * self.steps_per_epoch if est else None), 3),
+            epoch_time_estimated=est, final_accuracy=_r(test_acc, 4), final_loss=_r(test_loss, 4),
+            train_loss=_r(train_loss, 4), train_accuracy=_r(train_acc, 4),
+            sync_check=sync_res["result"] if sync_res else "skipped",
+            sync_mismatched=sync_res["mismatched"] if sync_res else [],
+            bn_stats_drift=len(sync_res["bn_stats_drift"]) if sync_res else 0,
+            gpu_util=self.gpu.mean_util(), gpu_mem_gb=self.gpu.mem_gb(),
+            checkpoint=(ckpt_mod.list_checkpoints(a.output_dir) or [None])[-1] if a.output_dir else None,
+            resumed_from=self.resumed_from, wall_time_s=round(time.monotonic() - self.t0, 3))
+        code = EXIT_SYNC if summary["sync_check"] == "fail" else EXIT_OK
+        summary["exit_code"] = code
+        if self.is0:
+            self.metrics.write("summary", **{k: v for k, v in summary.items() if k != "event"})
+            self.metrics.close()
+            sys.stdout.write(json.dumps(summary) + "\n")
+            sys.stdout.flush()
+        return code
+
+    def _debug_hooks(self):
+        a = self.args
+        if a.debug_perturb_rank is not None and self.rank == a.debug_perturb_rank and self.global_step == 1:
+            with torch.no_grad():
+                next(self.core.parameters()).add_(1e-3)
+        if a.debug_exit_rank is not None and self.rank == a.debug_exit_rank and self.global_step == a.debug_exit_step:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(17)  # simulate a crashed peer
+
+    def close(self):
+        if self.distributed and dist.is_initialized():
+            # Everyone is done before anyone tears down: a rank that leaves while a peer still talks to it
+            # makes gloo abort ("terminate called without an active exception").
+            dist.barrier()
+            dist.destroy_process_group()
+
+
+def _r(v, nd):
+    return None if v is None else round(float(v), nd)
+
+
+def _to_tuple(x):
+    return tuple(_to_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def run(args) -> int:
+    r = Run(args)
+    r.setup()
+    code = r.train()
+    r.close()
+    return code

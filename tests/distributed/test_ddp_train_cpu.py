@@ -1,0 +1,129 @@
+"""ddp-train on real gloo process groups (CPU): torchrun, manual tcp:// and file:// launch, DP and single,
+convergence, the sync check, stop/resume determinism, killed saves, and the fail-fast paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+from ddp_helpers import TOY, free_port, manual, ok, run, summary, torchrun
+
+pytestmark = pytest.mark.distributed
+
+
+def test_default_run_two_nodes_two_procs_passes_sync_check():
+    """`ddp-train` with no arguments, 2 nodes x 2 processes (the Docker integration tests rely on this)."""
+    node0, node1 = torchrun(2, [], nnodes=2)
+    ok(node0), ok(node1)
+    s = summary(node0)
+    assert s["world_size"] == 4 and s["strategy"] == "ddp" and s["backend"] == "gloo" and s["launch"] == "torchrun"
+    assert s["workload"] == "toy" and s["sync_check"] == "pass" and s["sync_mismatched"] == []
+    assert s["bn_stats_drift"] > 0  # reported separately, not a failure, without --sync-bn
+    assert s["per_rank_batch"] * 4 == s["global_batch"]
+    assert s["images_per_sec"] > 0 and s["epoch_time_s"] > 0
+    # only rank 0 prints the summary
+    assert '"event": "summary"' not in node1.stdout
+
+
+@pytest.mark.parametrize("nproc", [1, 2, 3])
+def test_torchrun_world_sizes_converge(nproc, tmp_path):
+    p = ok(torchrun(nproc, TOY + ["--epochs", "3", "--output-dir", str(tmp_path)])[0])
+    s = summary(p)
+    assert s["world_size"] == nproc and s["strategy"] == "ddp"
+    assert s["sync_check"] == ("pass" if nproc > 1 else "skipped")
+    # 10 classes: chance is 0.10; the learnable synthetic data gets well above it in 3 short epochs
+    assert s["final_accuracy"] > 0.5, s
+    assert s["steps"] == 3 * (512 // nproc // 32 if 512 % nproc == 0 else -(-512 // nproc) // 32)
+    events = [json.loads(line)["event"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert events[0] == "start" and events[-1] == "summary" and "step" in events and events.count("epoch") == 3
+    assert (tmp_path / f"ckpt-{s['steps']:08d}.pt").exists()
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "file"])
+def test_manual_init_two_processes(scheme, tmp_path):
+    init = f"tcp://127.0.0.1:{free_port()}" if scheme == "tcp" else f"file://{tmp_path}/rendezvous"
+    r0, r1 = manual(2, init, TOY)
+    ok(r0), ok(r1)
+    s = summary(r0)
+    assert s["launch"] == scheme and s["world_size"] == 2 and s["sync_check"] == "pass"
+    assert r1.stdout.strip() == ""  # ranks other than 0 keep stdout quiet
+
+
+@pytest.mark.parametrize("strategy", ["dp", "single"])
+def test_dataparallel_and_single(strategy):
+    s = summary(ok(run(TOY + ["--strategy", strategy])))
+    assert s["strategy"] == strategy and s["world_size"] == 1 and s["sync_check"] == "skipped"
+    assert s["final_accuracy"] > 0.5
+
+
+def test_dataloader_pipeline_with_workers_converges():
+    s = summary(ok(run(TOY + ["--data-pipeline", "dataloader", "--workers", "1", "--epochs", "3"])))
+    assert s["data_pipeline"] == "dataloader" and s["final_accuracy"] > 0.5
+
+
+def test_sync_check_catches_planted_divergence():
+    init = f"tcp://127.0.0.1:{free_port()}"
+    r0, r1 = manual(2, init, TOY + ["--epochs", "1", "--debug-perturb-rank", "1"])
+    s = summary(r0)
+    assert r0.returncode == 4 and r1.returncode == 4
+    assert s["sync_check"] == "fail" and s["exit_code"] == 4
+    assert s["sync_mismatched"] == ["features.0.0.weight"]
+    assert "sync check failed" in r0.stderr and "features.0.0.weight" in r0.stderr
+
+
+def test_sync_bn_keeps_bn_stats_identical():
+    s = summary(ok(torchrun(2, TOY + ["--epochs", "1", "--sync-bn"])[0]))
+    assert s["sync_check"] == "pass" and s["bn_stats_drift"] == 0 and s["sync_bn"] is True
+
+
+def test_stop_and_resume_is_bit_identical(tmp_path):
+    """mnist-cnn has dropout, so this also proves per-rank RNG state is saved and restored."""
+    args = ["--workload", "mnist", "--train-size", "512", "--test-size", "64", "--batch-size", "32", "--epochs", "2",
+            "--deterministic", "--no-eval", "--sync-check", "off"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    ok(torchrun(2, args + ["--output-dir", str(full)])[0])
+    # stop mid-epoch 1 (8 steps per epoch), then resume to the end
+    s1 = summary(ok(torchrun(2, args + ["--output-dir", str(part), "--max-steps", "5"])[0]))
+    assert s1["steps"] == 5
+    s2 = summary(ok(torchrun(2, args + ["--output-dir", str(part), "--resume", "auto"])[0]))
+    assert s2["resumed_from"].endswith("ckpt-00000005.pt") and s2["steps"] == 16
+    a, b = full / "ckpt-00000016.pt", part / "ckpt-00000016.pt"
+    cmp = run(["compare", str(a), str(b), "--all"])
+    assert cmp.returncode == 0, cmp.stdout + cmp.stderr
+    res = json.loads(cmp.stdout.splitlines()[-1])
+    assert res["identical_or_within_atol"] and res["max_abs_diff"] == 0.0 and res["tensors"] > 0
+    # ... and compare does tell different models apart (negative control)
+    assert run(["compare", str(a), str(part / "ckpt-00000005.pt")]).returncode == 4
+
+
+def test_killed_save_leaves_previous_checkpoint_loadable(tmp_path):
+    args = TOY + ["--strategy", "single", "--epochs", "1", "--checkpoint-every", "4", "--output-dir", str(tmp_path)]
+    p = run(args, DDP_TRAIN_TEST_KILL_IN_SAVE="2")  # SIGKILL halfway through writing the 2nd checkpoint
+    assert p.returncode == -signal.SIGKILL
+    names = sorted(os.listdir(tmp_path))
+    assert "ckpt-00000004.pt" in names and "ckpt-00000008.pt" not in names
+    assert any(n.startswith(".ckpt-00000008.pt.tmp-") for n in names)  # the half-written temp file
+    s = summary(ok(run(args + ["--resume", "auto"])))
+    assert s["resumed_from"].endswith("ckpt-00000004.pt") and s["steps"] == 16
+
+
+def test_lost_peer_is_retryable():
+    init = f"tcp://127.0.0.1:{free_port()}"
+    r0, r1 = manual(2, init, TOY + ["--debug-exit-rank", "1", "--debug-exit-step", "3", "--pg-timeout", "20"])
+    assert r1.returncode == 17  # the simulated crash
+    assert r0.returncode >= 128, (r0.returncode, r0.stderr[-2000:])
+    assert "retryable" in r0.stderr
+
+
+def test_master_that_never_answers_fails_fast():
+    port = free_port()  # nothing listens there
+    p = run(TOY + ["--connect-timeout", "1.5"], RANK=1, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+            timeout=30)
+    assert p.returncode == 128
+    assert f"MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port}" in p.stderr
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    p = run(TOY + ["--init-method", f"tcp://127.0.0.1:{port}", "--rank", "1", "--world-size", "2",
+                   "--connect-timeout", "1"], timeout=30)
+    assert p.returncode == 128 and f"127.0.0.1:{port}" in p.stderr
