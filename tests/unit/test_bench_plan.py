@@ -100,7 +100,7 @@ def test_ddp_train_args_gpu_cell():
                           warmup=10, steps=30), 2).cells[0]
     assert ddp_train_args(c, "cuda", ("--compile",)) == [
         "--workload", "cifar10", "--model", "resnet18", "--strategy", "ddp", "--data-pipeline", "dataloader",
-        "--batch-size", "256", "--warmup-steps", "10", "--max-steps", "40", "--no-eval", "--progress", "lines",
+        "--batch-size", "256", "--warmup-steps", "10", "--max-steps", "40", "--epochs", "1000", "--no-eval", "--progress", "lines",
         "--compile"]
 
 

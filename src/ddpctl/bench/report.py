@@ -44,13 +44,16 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
         st = _num(r.summary, "step_time_s")
         gb = _num(r.summary, "global_batch") or _global_batch(cell)
         steps.append(st if st and st > 0 else gb / float(r.summary["images_per_sec"]))
+    # Epoch time in steady state: steps per epoch x measured batch time (a completed first epoch would also
+    # count the warm-up steps). Without the program's steps per epoch: its own epoch time, else dataset / img/s.
     epochs, estimated = [], False
-    for r in good:
+    for r, st in zip(good, steps):
+        spe = _num(r.summary, "steps_per_epoch")
         et = _num(r.summary, "epoch_time_s")
-        if et is None or et <= 0:
+        if spe:
+            et = spe * st
+        elif et is None or et <= 0:
             et, estimated = WORKLOADS[cell.workload].dataset_size / float(r.summary["images_per_sec"]), True
-        elif r.summary.get("epoch_time_estimated"):
-            estimated = True  # the program extrapolated it from its step time
         epochs.append(et)
     last = good[-1].summary if good else None
     params = None
@@ -304,9 +307,9 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     lines += (hl or ["- (no headline figure: see the failures below)"]) + [""]
 
     lines += ["## Results", "",
-              "img/s is global (all GPUs); batch time is one optimizer step; epoch time is the program's own "
-              "figure, or dataset size / img/s where marked `~`; speedup and efficiency are against the 1-GPU "
-              "run of the same workload and pipeline (`single`).", ""]
+              "img/s is global (all GPUs); batch time is one optimizer step; epoch time is steps per epoch x "
+              "batch time (steady state; dataset size / img/s where marked `~`); speedup and efficiency are "
+              "against the 1-GPU run of the same workload and pipeline (`single`).", ""]
     rows = []
     for c in report["cells"]:
         ips = c["images_per_sec"]

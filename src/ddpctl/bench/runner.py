@@ -37,8 +37,10 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
     """The ddp-train command line of one cell: the only mapping of bench options to ddp-train's flags.
 
     ``--max-steps`` counts every optimizer step, the ``--warmup-steps`` ones included (ddp-train excludes
-    those from its throughput figures); no evaluation; plain log lines (the output goes to a log file); the
-    backend stays ``auto`` (nccl on GPU, gloo on CPU).
+    those from its throughput figures); ``--epochs`` is set high so that ``--max-steps``, not the end of
+    ddp-train's default single epoch, ends the run (ddp-train pauses its clock at epoch boundaries); no
+    evaluation; plain log lines (the output goes to a log file); the backend stays ``auto`` (nccl on GPU,
+    gloo on CPU).
     """
     w = WORKLOADS[cell.workload]
     args = ["--workload", w.train_workload]
@@ -50,6 +52,7 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
         "--batch-size", str(cell.batch_size),
         "--warmup-steps", str(cell.warmup),
         "--max-steps", str(cell.warmup + cell.steps),
+        "--epochs", "1000",
         "--no-eval",
         "--progress", "lines",
     ]
