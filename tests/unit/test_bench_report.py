@@ -5,6 +5,7 @@ programs); every expected figure below is worked out by hand from them.
 """
 
 import copy
+import json
 
 import jsonschema
 import pytest
@@ -46,7 +47,8 @@ def make_report(measured=MEASURED, fail=()):
                    "epoch_time_s": 50_000 / ips, "gpu_util": 97.0, "gpu_mem_gb": 5.5, "sync_check": "pass",
                    "global_batch": 256 * (1 if cell.strategy == "single" else 2)}
         bench.runs.append(CellRun(cell, 0, RunResult(0, "", "", 10.0), summary))
-    return build_report(bench, hardware_host={"present": True, "driver": "580.159.04", "topology": "GPU0 X NV18"},
+    return build_report(bench, hardware_host={"present": True, "driver": "580.159.04",
+                                                       "topology": "\x1b[4mGPU0\tGPU1\x1b[0m\nGPU0 X NV18"},
                         options={"workloads": ["cifar10-resnet18"], "strategies": ["single", "dp", "ddp"],
                                  "gpus": [1, 2], "pipelines": ["gpu", "dataloader"], "warmup": 20, "steps": 50,
                                  "repeat": 1},
@@ -113,6 +115,7 @@ def test_markdown_tables():
     assert "DDP scaling efficiency, cifar10-resnet18 on 2 GPUs: **97.5%**" in md
     assert "GPU-resident pipeline vs DataLoader, cifar10-resnet18, 1 GPU: **4.04x**" in md
     assert "2 x NVIDIA H100 80GB HBM3" in md and "GPU0 X NV18" in md
+    assert "```\nGPU0\tGPU1\nGPU0 X NV18\n```" in md  # nvidia-smi's terminal underline is removed
     assert "imagenet-synthetic-resnet50/gpu/dp/2 repeat 0: exit 1: boom" in md
     assert "![Throughput vs GPUs" in md
 
@@ -126,3 +129,19 @@ def test_compare_side_by_side_with_ratios():
     assert "| imagenet-synthetic-resnet50/gpu/ddp/2 | 5,400 | 6,750 | 1.25x |" in text
     assert "| cifar10-resnet18/gpu/ddp/2 | 78,000 | 78,000 | 1.00x | 97.5% | 97.5% |" in text
     assert "| x2 at max size | 329.00 | 329.00 | 1.00x |" in text
+
+
+def test_committed_reports_are_current():
+    """Every report under docs/benchmarks/*/ is valid against the schema and its report.md is what the
+    renderer makes of its report.json (so the committed tables cannot drift from the data)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
+    reports = sorted(root.glob("*/report.json"))
+    assert reports, "no committed bench report"
+    for path in reports:
+        rep = json.loads(path.read_text())
+        jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+        assert (path.parent / "report.md").read_text() == render_markdown(rep, rep["plots"])
+        for png in rep["plots"]:
+            assert (path.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

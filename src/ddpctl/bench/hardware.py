@@ -6,8 +6,16 @@ The torch side (torch, CUDA, cuDNN, NCCL, GPUs as torch sees them, CPUs) comes f
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """``nvidia-smi topo -m`` underlines its header with terminal escapes, also into a pipe."""
+    return _ANSI.sub("", text)
 
 
 def nvidia_smi(timeout: float = 30.0) -> dict:
@@ -28,7 +36,7 @@ def nvidia_smi(timeout: float = 30.0) -> dict:
                                 "pcie": f"gen{parts[4]} x{parts[5]}" if len(parts) > 5 else None})
     topo = _run([exe, "topo", "-m"], timeout)
     if topo is not None:
-        out["topology"] = topo.rstrip()
+        out["topology"] = strip_ansi(topo).rstrip()
     return out
 
 

@@ -47,7 +47,7 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
     # Epoch time in steady state: steps per epoch x measured batch time (a completed first epoch would also
     # count the warm-up steps). Without the program's steps per epoch: its own epoch time, else dataset / img/s.
     epochs, estimated = [], False
-    for r, st in zip(good, steps):
+    for r, st in zip(good, steps, strict=True):
         spe = _num(r.summary, "steps_per_epoch")
         et = _num(r.summary, "epoch_time_s")
         if spe:
@@ -63,7 +63,7 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
             break
     if params is None:
         params = WORKLOADS[cell.workload].param_count
-    data_fracs = [_num(r.summary, "data_time_s") / s for r, s in zip(good, steps, strict=False) if _num(r.summary, "data_time_s")]
+    data_fracs = [_num(r.summary, "data_time_s") / s for r, s in zip(good, steps, strict=True) if _num(r.summary, "data_time_s")]
     util = [_num(r.summary, "gpu_util") for r in good if _num(r.summary, "gpu_util") is not None]
     mem = [_num(r.summary, "gpu_mem_gb") for r in good if _num(r.summary, "gpu_mem_gb") is not None]
     syncs = sorted({str(r.summary.get("sync_check")) for r in good if r.summary.get("sync_check") is not None})
@@ -289,7 +289,9 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
         ["host", hw["hostname"] or "-"],
     ])
     if hw.get("topology"):
-        lines += ["", "GPU topology (`nvidia-smi topo -m`):", "", "```", hw["topology"], "```"]
+        from ddpctl.bench.hardware import strip_ansi
+
+        lines += ["", "GPU topology (`nvidia-smi topo -m`):", "", "```", strip_ansi(hw["topology"]), "```"]
     lines += [""]
 
     head = report["headline"]
