@@ -35,6 +35,13 @@ CONFIGS = {
     "r50-fast-2": (2, R50, 15, 60),
     "r18-compile-1": (1, R18 + ["--compile"], 60, 300),
     "r18-compile-2": (2, R18 + ["--compile"], 60, 300),
+    "r18-cg-1": (1, R18 + ["--compile", "--compile-mode", "reduce-overhead"], 60, 300),
+    "r18-cg-2": (2, R18 + ["--compile", "--compile-mode", "reduce-overhead", "--static-graph"], 60, 300),
+    "r18-static-2": (2, R18 + ["--static-graph"], 40, 300),
+    "r18-nobb-2": (2, R18 + ["--no-broadcast-buffers"], 40, 300),
+    "r18-bf16c-2": (2, R18 + ["--grad-compression", "bf16"], 40, 300),
+    "r18-nobb-bf16c-2": (2, R18 + ["--no-broadcast-buffers", "--grad-compression", "bf16"], 40, 300),
+    "r18-cg-nobb-2": (2, R18 + ["--compile", "--compile-mode", "reduce-overhead", "--no-broadcast-buffers"], 60, 300),
 }
 DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
 

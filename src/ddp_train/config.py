@@ -135,6 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="NHWC memory format (default on GPU)")
     g.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument("--compile-mode", default="default",
+                   choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                   help="torch.compile mode (reduce-overhead uses CUDA graphs to cut per-kernel launch cost)")
+    g.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=True,
+                   help="DDP re-broadcasts rank 0's buffers (BatchNorm running stats) before every forward; "
+                        "--no-broadcast-buffers skips that per-step collective and lets BN stats drift per rank")
+    g.add_argument("--grad-compression", default="none", choices=["none", "bf16"],
+                   help="DDP comm hook: all-reduce gradients in bf16 (half the bytes; for slow links)")
+    g.add_argument("--static-graph", action="store_true",
+                   help="DDP static_graph=True (the model's autograd graph is the same every step)")
     g.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (BN stats must then match)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--deterministic", action="store_true",

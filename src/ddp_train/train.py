@@ -146,13 +146,20 @@ class Run:
         if self.strategy == "ddp" and self.distributed:
             self.model = nn.parallel.DistributedDataParallel(
                 core, device_ids=[self.device.index] if self.cuda else None,
-                gradient_as_bucket_view=True, find_unused_parameters=False)
+                gradient_as_bucket_view=True, find_unused_parameters=False, static_graph=a.static_graph,
+                **_buffer_sync_kwargs(a.broadcast_buffers))
+            if a.grad_compression == "bf16":
+                if not self.cuda:
+                    raise TrainError("--grad-compression bf16 needs CUDA and NCCL; drop it on CPU "
+                                     "(gloo all-reduces fp32 gradients)", EXIT_USAGE)
+                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+                self.model.register_comm_hook(None, default_hooks.bf16_compress_hook)
         elif self.strategy == "dp" and self.cuda and self.n_dp > 1:
             self.model = nn.DataParallel(core)
         else:
             self.model = core
         if a.compile:
-            self.model = torch.compile(self.model)
+            self.model = torch.compile(self.model, mode=None if a.compile_mode == "default" else a.compile_mode)
 
         self.metrics = MetricsFile((a.metrics_file or (os.path.join(a.output_dir, "metrics.jsonl")
                                                         if a.output_dir else None)) if self.is0 else None)
@@ -500,3 +507,14 @@ def run(args) -> int:
     code = r.train()
     r.close()
     return code
+
+
+def _buffer_sync_kwargs(sync: bool) -> dict:
+    """DDP's per-forward buffer broadcast switch: `broadcast_buffers` (renamed `forward_sync_buffers` in newer
+    torch, which still syncs once at construction, as we want)."""
+    if sync:
+        return {}
+    import inspect
+
+    params = inspect.signature(nn.parallel.DistributedDataParallel.__init__).parameters
+    return {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
