@@ -4,15 +4,11 @@
 - ``image``   -> ddpctl.cli.image    (build | base | check)
 - ``up/ps/logs/down`` -> ddpctl.cli.cluster
 - ``bench``   -> ddpctl.cli.bench
+
+Each module imports its heavy dependencies (docker, matplotlib) inside the commands, so registering them
+all keeps ``ddpctl --help`` fast.
 """
 
 from __future__ import annotations
 
-import importlib
-
-for _module in ("render", "image", "cluster", "bench"):
-    try:
-        importlib.import_module(f"ddpctl.cli.{_module}")
-    except ModuleNotFoundError as exc:  # a group not written yet
-        if exc.name != f"ddpctl.cli.{_module}":
-            raise
+from ddpctl.cli import bench, cluster, image, render  # noqa: F401  (each registers its commands on `app`)
