@@ -105,10 +105,7 @@ def bench(
         probe=not no_probe, probe_max_bytes=probe_bytes, cell_timeout_s=cell_timeout, time_budget_s=time_budget,
         extra_args=tuple(train_arg or ()), image=image,
     )
-    plots = not no_plots
-    if plots and not available():
-        err("bench: matplotlib is not installed, so no plots (pip install 'ddpctl[bench]')")
-        plots = False
+    plots = not no_plots and available()
     command = "ddpctl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "ddpctl bench"
     report, written = run_bench(options, output, command=command, python=python, plots=plots)
     typer.echo(f"{output / 'report.md'}")
@@ -116,6 +113,8 @@ def bench(
     for p in report["interconnect"]:
         if not p["ok"]:
             failed.append(p)
+    if not no_plots and not plots:  # said after the run: bad input must stay a one-line error
+        err("bench: matplotlib is not installed, so no plots (pip install 'ddpctl[bench]')")
     err(f"bench: {len(report['cells'])} cells, {len(failed)} failed run(s); wrote {len(written)} files to {output}")
     if failed:
         raise JobFailed(f"{len(failed)} benchmark run(s) failed (see {output / 'report.md'} and {output / 'logs'})",
