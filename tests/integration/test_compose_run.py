@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -11,13 +10,6 @@ import subprocess
 import pytest
 import yaml
 from itest_helpers import CPU_IMAGE, ddpctl, labelled
-
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("ddpctl.render") is None,
-                       reason="ddpctl render is not in this tree yet (branch render)"),
-    pytest.mark.skipif(importlib.util.find_spec("ddp_train.train") is None,
-                       reason="ddp-train in this tree is the foundation stub (branch train)"),
-]
 
 
 def test_rendered_compose_runs_to_completion(engine, cpu_image, job_name, tmp_path):

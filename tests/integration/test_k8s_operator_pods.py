@@ -10,19 +10,11 @@ rendered manifests plus the operator's documented contract give a working torchr
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import yaml
 from itest_helpers import CPU_IMAGE, ddpctl, labelled
-
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("ddpctl.k8s_contract") is None,
-                       reason="ddpctl.k8s_contract is not in this tree yet (branch render)"),
-    pytest.mark.skipif(importlib.util.find_spec("ddp_train.train") is None,
-                       reason="ddp-train in this tree is the foundation stub (branch train)"),
-]
 
 
 def _run_pods(engine, job: str, pods) -> dict[str, tuple[int, str]]:

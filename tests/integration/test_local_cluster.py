@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -75,8 +74,6 @@ def test_user_script_gets_torchrun_env_and_ps_logs_down(engine, cpu_image, job_n
     assert again.returncode == 0 and "nothing to remove" in again.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ddp_train.train") is None,
-                    reason="ddp-train in this tree is the foundation stub (branch train)")
 def test_ddp_train_two_nodes_two_procs_passes_sync_check(engine, cpu_image, job_name):
     proc = ddpctl("up", "--name", job_name, "--nodes", "2", "--nproc-per-node", "2", "--image", cpu_image,
                   "--rm", timeout=400)
@@ -178,8 +175,6 @@ def test_name_clash_with_a_running_job(engine, cpu_image, job_name, tmp_path):
 
 def test_creation_is_all_or_nothing(engine, cpu_image, job_name, tmp_path):
     """The real engine, with one fault injected: the second container's create fails."""
-    import pytest
-
     from ddpctl.errors import EngineError
     from ddpctl.local import executor
     from ddpctl.local.engine import DockerEngine
