@@ -22,7 +22,7 @@ bench_app = typer.Typer(
         "  ddpctl bench -o bench-out\n\n"
         "  ddpctl bench --gpus 1,2 --workloads cifar10-resnet18 --steps 30 --repeat 3\n\n"
         "  ddpctl bench --workloads toy --strategies single,ddp --gpus 1,2 --steps 5\n\n"
-        "  ddpctl bench --runtime docker --image ddpctl:cpu\n\n"
+        "  ddpctl bench --runtime docker --image ddpctl/ddp-train:cpu\n\n"
         "  ddpctl bench compare before/report.json after/report.json"
     ),
     invoke_without_command=True,
