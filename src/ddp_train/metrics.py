@@ -39,8 +39,14 @@ class MetricsFile:
     def __init__(self, path):
         self.f = None
         if path:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self.f = open(path, "a", buffering=1)
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                self.f = open(path, "a", buffering=1)
+            except OSError as exc:
+                from .errors import EXIT_USAGE, TrainError
+
+                raise TrainError(f"cannot write the metrics file {path} ({exc.strerror or exc}); pass a writable "
+                                 "--output-dir (or --metrics-file)", EXIT_USAGE) from None
 
     def write(self, event, **fields):
         if self.f:

@@ -28,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from ddpctl import __version__
 from ddpctl.errors import EngineError, UsageError
@@ -674,18 +674,6 @@ def check_image(image: str, *, nvidia_smi: str | None = None) -> CheckReport:
     facts = json.loads(lines[-1])
     cuda = facts.get("cuda") or None
     return CheckReport(image, facts, labels, driver, driver_supports(cuda, driver), request is not None)
-
-
-def iter_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """Bytes chunks -> complete text lines."""
-    buf = b""
-    for chunk in chunks:
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            yield line.decode("utf-8", "replace")
-    if buf:
-        yield buf.decode("utf-8", "replace")
 
 
 __all__ = [

@@ -18,6 +18,8 @@ def test_help_has_examples(capsys):
     code, out, _ = run(capsys, "bench", "--help")
     assert code == 0
     assert "ddpctl bench --gpus 1,2" in out and "ddpctl bench compare" in out
+    from ddpctl.spec import DEFAULT_CPU_IMAGE
+    assert f"--runtime docker --image {DEFAULT_CPU_IMAGE}" in out  # the image 'make image-cpu' builds
     for flag in ("--workloads", "--strategies", "--gpus", "--pipelines", "--warmup", "--steps", "--repeat",
                  "--runtime", "--output"):
         assert flag in out

@@ -1,5 +1,6 @@
 """CLI layer of image/up/ps/logs/down that needs no engine: help, dry-run, usage errors, lazy imports."""
 
+import os
 import subprocess
 import sys
 
@@ -40,11 +41,15 @@ def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
     (["down"], "give a job name or --all"),
     (["down", "x", "--all"], "give a job name or --all"),
     (["logs", "x", "--since", "yesterday"], "--since 'yesterday'"),
+    (["logs", "x", "--tail", "-3"], "--tail must be at least 0"),
+    (["logs", "x", "--node", "-1"], "--node must be at least 0"),
+    (["logs", "x", "--node", "one"], "'one' is not a valid integer; see 'ddpctl logs --help'"),
     (["up", "--nodes", "0", "--dry-run"], "'nodes'"),
     (["image", "build", "--cpu", "--ca-file", "x.pem"], "--ca-file only applies"),
 ])
-def test_usage_errors_are_one_line_exit_2(args, needle):
-    proc = run(*args)
+def test_usage_errors_are_one_line_exit_2(args, needle, tmp_path):
+    # bad input is refused before the engine is asked: a Docker Engine that cannot be reached changes nothing
+    proc = run(*args, env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0]

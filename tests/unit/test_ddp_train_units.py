@@ -259,6 +259,16 @@ def test_bad_arguments_exit_2_one_line(argv, needle, capsys):
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("flag", ["--output-dir", "--metrics-file"])
+def test_unwritable_output_exits_2_one_line(tmp_path, capsys, flag):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")  # a path below a regular file cannot be created, even as root
+    target = blocker / "out" / ("metrics.jsonl" if flag == "--metrics-file" else "")
+    assert main(TINY + [flag, str(target)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "cannot write the metrics file" in err
+
+
 def test_help_has_an_example(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out

@@ -22,7 +22,7 @@ bench_app = typer.Typer(
         "  ddpctl bench -o bench-out\n\n"
         "  ddpctl bench --gpus 1,2 --workloads cifar10-resnet18 --steps 30 --repeat 3\n\n"
         "  ddpctl bench --workloads toy --strategies single,ddp --gpus 1,2 --steps 5\n\n"
-        "  ddpctl bench --runtime docker --image ddpctl:cpu\n\n"
+        "  ddpctl bench --runtime docker --image ddpctl/ddp-train:cpu\n\n"
         "  ddpctl bench compare before/report.json after/report.json"
     ),
     invoke_without_command=True,
@@ -113,7 +113,7 @@ def bench(
     for p in report["interconnect"]:
         if not p["ok"]:
             failed.append(p)
-    if not no_plots and not plots:  # said after the run, so bad input still gets exactly one line
+    if not no_plots and not plots:  # said after the run: bad input must stay a one-line error
         err("bench: matplotlib is not installed, so no plots (pip install 'ddpctl[bench]')")
     err(f"bench: {len(report['cells'])} cells, {len(failed)} failed run(s); wrote {len(written)} files to {output}")
     if failed:

@@ -178,11 +178,15 @@ def logs(
 
       ddpctl logs ddp --node 0 --tail 20
     """
+    from ddpctl.errors import UsageError
     from ddpctl.local import executor
     from ddpctl.local.engine import DockerEngine
 
-    engine = DockerEngine()
+    for flag, value in (("--node", node), ("--tail", tail)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} must be at least 0, got {value}", f"pass e.g. {flag} 0")
     start = _since(since)
+    engine = DockerEngine()
     color = _color(sys.stdout)
     if follow:
         nodes = executor.job_nodes(engine, job, node)

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except cx.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "ddpctl"
-        err(f"error: {exc.format_message()}; see '{where} --help'")
+        err(f"error: {exc.format_message().rstrip('.')}; see '{where} --help'")
         sys.exit(2)
     except cx.ClickException as exc:
         err(f"error: {exc.format_message()}")

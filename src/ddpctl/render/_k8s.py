@@ -87,6 +87,19 @@ def security_context(spec: JobSpec) -> dict[str, Any] | None:
     return None
 
 
+def placement(spec: JobSpec) -> dict[str, Any]:
+    """Pod-spec fields that choose where and as whom the pods run (same keys in PyTorchJob and TrainJob)."""
+    k = spec.kubernetes
+    out: dict[str, Any] = {}
+    if k.service_account:
+        out["serviceAccountName"] = k.service_account
+    if k.node_selector:
+        out["nodeSelector"] = dict(k.node_selector)
+    if k.tolerations:
+        out["tolerations"] = [dict(t) for t in k.tolerations]
+    return out
+
+
 def pod_annotations(spec: JobSpec) -> dict[str, str]:
     return {} if spec.kubernetes.istio_sidecar else {ISTIO_ANNOTATION: "false"}
 

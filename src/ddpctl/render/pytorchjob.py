@@ -63,12 +63,7 @@ def _pod_template(spec: JobSpec) -> dict[str, Any]:
         pod["schedulerName"] = k.scheduler_name
     if k.priority_class:
         pod["priorityClassName"] = k.priority_class
-    if k.service_account:
-        pod["serviceAccountName"] = k.service_account
-    if k.node_selector:
-        pod["nodeSelector"] = dict(k.node_selector)
-    if k.tolerations:
-        pod["tolerations"] = [dict(t) for t in k.tolerations]
+    pod.update(_k8s.placement(spec))
     pod["containers"] = [_container(spec)]
     pod["volumes"] = _k8s.volumes(spec)
     return {"metadata": meta, "spec": pod}

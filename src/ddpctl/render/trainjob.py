@@ -56,18 +56,12 @@ UNSUPPORTED: tuple[Unsupported, ...] = _k8s.COMMON_UNSUPPORTED + (
 
 
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
-    k = spec.kubernetes
     container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": _k8s.volume_mounts(spec)}
     sc = _k8s.security_context(spec)
     if sc:
         container["securityContext"] = sc
     pod: dict[str, Any] = {}
-    if k.service_account:
-        pod["serviceAccountName"] = k.service_account
-    if k.node_selector:
-        pod["nodeSelector"] = dict(k.node_selector)
-    if k.tolerations:
-        pod["tolerations"] = [dict(t) for t in k.tolerations]
+    pod.update(_k8s.placement(spec))
     pod["volumes"] = _k8s.volumes(spec)
     pod["containers"] = [container]
     template: dict[str, Any] = {}
