@@ -150,6 +150,8 @@ def test_bad_inputs_fail_in_one_line_and_leave_nothing(engine, cpu_image, job_na
                         "image ddpctl/no-such-image:x is not present", engine, job_name)
     _assert_clean_error(ddpctl("up", "--name", job_name, "--gpus-per-node", "1", "--image", cpu_image, "-d"),
                         "asks for 1 GPU(s) but this host has 0 GPU(s)", engine, job_name)
+    _assert_clean_error(ddpctl("up", "--name", job_name, "--image", cpu_image, "--workdir", str(tmp_path / "gone"), "-d"),
+                        f"bind-mount source {tmp_path / 'gone'} (for /workspace) does not exist", engine, job_name)
     dead = f"unix://{tmp_path}/no-daemon.sock"
     _assert_clean_error(ddpctl("up", "--name", job_name, "-d", env={"DOCKER_HOST": dead}),
                         f"cannot reach the Docker Engine at {dead}", engine, job_name, code=1)

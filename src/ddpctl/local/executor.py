@@ -11,6 +11,7 @@ This is the only module of the local cluster with side effects. Rules:
 from __future__ import annotations
 
 import errno
+import os
 import queue
 import socket
 import sys
@@ -86,10 +87,21 @@ def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
             if net.labels.get(LABEL_JOB) != plan.job:
                 raise UsageError(f"a network named {plan.network} already exists and is not job {plan.job}'s",
                                  f"remove it ('docker network rm {plan.network}') or choose another --name")
+    if _engine_is_local():
+        for m in plan.containers[0].mounts if plan.containers else ():
+            if m.bind and not os.path.exists(m.source):
+                raise UsageError(f"bind-mount source {m.source} (for {m.target}) does not exist on this host",
+                                 "create it or fix the path given to --volume / --workdir")
     if plan.host_network and not port_check(plan.port):
         raise UsageError(f"port {plan.port} is already in use on this host (host networking)",
                          "pick a free one with --port, or stop what listens on it")
     return existing
+
+
+def _engine_is_local() -> bool:
+    """Bind sources can be checked only when the engine runs on this machine (a unix socket)."""
+    host = os.environ.get("DOCKER_HOST", "")
+    return not host or host.startswith("unix://")
 
 
 # ------------------------------------------------------------------------------------------- create
