@@ -27,6 +27,7 @@ MAX_NAME_LEN = 40  # leaves room for "-worker-<i>" / "-node-0-0" inside a 63-cha
 MAX_GPUS_PER_NODE = 16
 MAX_NODES = 1024
 
+IMAGE_REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@\-]*$")
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.\-]*[A-Za-z0-9])?$|^\[?[0-9A-Fa-f:]+\]?$")
@@ -513,7 +514,7 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None,
                               "use e.g. 'resnet-ddp'")
             kw[key] = value
         elif key == "image":
-            kw[key] = ck.string(p, value, re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@\-]*$"),
+            kw[key] = ck.string(p, value, IMAGE_REF_RE,
                                 "an image reference such as pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime")
         elif key == "nodes":
             kw[key] = ck.integer(p, value, 1, MAX_NODES)

@@ -46,6 +46,10 @@ def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
     (["logs", "x", "--node", "one"], "'one' is not a valid integer; see 'ddpctl logs --help'"),
     (["up", "--nodes", "0", "--dry-run"], "'nodes'"),
     (["image", "build", "--cpu", "--ca-file", "x.pem"], "--ca-file only applies"),
+    (["image", "check", ""], "IMAGE '' is not an image reference"),
+    (["image", "build", "--base", ""], "--base '' is not an image reference"),
+    (["image", "build", "--tag", "a b"], "--tag 'a b' is not an image reference"),
+    (["image", "base", "--mirror", "deb.debian.org"], "--mirror 'deb.debian.org' is not an http(s)://"),
 ])
 def test_usage_errors_are_one_line_exit_2(args, needle, tmp_path):
     # bad input is refused before the engine is asked: a Docker Engine that cannot be reached changes nothing

@@ -20,6 +20,16 @@ image_app = typer.Typer(
 app.add_typer(image_app, name="image")
 
 
+def _image_ref(value: str | None, flag: str) -> None:
+    """Refuse an empty or malformed image reference before any Docker call (exit 2, one line)."""
+    from ddpctl.errors import UsageError
+    from ddpctl.spec import IMAGE_REF_RE
+
+    if value is not None and not IMAGE_REF_RE.match(value):
+        raise UsageError(f"{flag} {value!r} is not an image reference",
+                         "pass e.g. ddpctl/ddp-train:cpu or pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime")
+
+
 @image_app.command("build")
 def build(
     cpu: Annotated[bool, typer.Option("--cpu", help="CPU image: local Debian base (ddpctl image base), "
@@ -53,6 +63,8 @@ def build(
     """
     from ddpctl import images
 
+    _image_ref(base, "--base")
+    _image_ref(tag, "--tag")
     plan = images.build_plan(cpu=cpu, base=base, tag=tag, wheelhouse=wheelhouse, index_url=index_url,
                              ca_file=ca_file, torch_version=torch_version)
     result = images.build_image(plan, force=force, nocache=no_cache)
@@ -75,7 +87,12 @@ def base(
       sudo ddpctl image base && ddpctl image build --cpu --wheelhouse wheelhouse
     """
     from ddpctl import images
+    from ddpctl.errors import UsageError
 
+    _image_ref(tag, "--tag")
+    if not mirror.startswith(("http://", "https://", "file://")):
+        raise UsageError(f"--mirror {mirror!r} is not an http(s):// or file:// URL",
+                         "pass e.g. --mirror http://deb.debian.org/debian")
     images.build_base(images.BasePlan(tag=tag, suite=suite, mirror=mirror), force=force)
     typer.echo(tag)
 
@@ -95,6 +112,7 @@ def check(
     from ddpctl import images
     from ddpctl.errors import EngineError
 
+    _image_ref(image, "IMAGE")
     report = images.check_image(image)
     if as_json:
         typer.echo(json.dumps({"image": image, **report.facts, "host_driver": report.driver,
