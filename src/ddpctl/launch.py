@@ -33,6 +33,7 @@ MANAGED_BY = "ddpctl"
 
 CONTAINER_WORKDIR = "/workspace"  # where `workdir` is mounted in containers
 TRAINJOB_MASTER_PORT = 29500  # fixed by the Trainer v2 torch plugin
+EXIT_CODE_LAUNCHER = "ddp-train-launch"  # torchrun that passes on the workers' exit code (ddp_train.launcher)
 STACK_ULIMIT = 67108864  # bytes; NVIDIA's recommended container stack size
 
 
@@ -206,8 +207,16 @@ def local_nodes(spec: JobSpec) -> list[NodeLaunch]:
 
 
 def operator_command(spec: JobSpec) -> list[str]:
-    """PyTorchJob and TrainJob containers: torchrun reads the operator's ``PET_*`` env, so no flags."""
-    return torchrun_argv(spec)
+    """PyTorchJob and TrainJob containers: torchrun reads the operator's ``PET_*`` env, so no flags.
+
+    With ``restartPolicy: ExitCode`` the operator needs the workers' exit codes (>= 128 retry, < 128 fail),
+    but torchrun exits 1 for any worker failure; ``ddp-train-launch`` (in the ddp-train package of the
+    image) is torchrun with the root-cause worker's exit code, so it starts the job instead.
+    """
+    argv = torchrun_argv(spec)
+    if spec.kubernetes.restart_policy == "ExitCode":
+        argv[0] = EXIT_CODE_LAUNCHER
+    return argv
 
 
 def slurm_command(spec: JobSpec) -> list[str]:

@@ -52,12 +52,14 @@ def _summary(logs: str) -> dict:
     return found[-1]
 
 
-@pytest.mark.parametrize("kind", ["pytorchjob", "trainjob"])
-def test_operator_pods_complete_with_a_passing_sync_check(engine, cpu_image, job_name, kind):
+@pytest.mark.parametrize("kind, extra", [("pytorchjob", []), ("trainjob", []),
+                                         ("pytorchjob", ["--restart-policy", "ExitCode"])],
+                         ids=["pytorchjob", "trainjob", "pytorchjob-exitcode"])
+def test_operator_pods_complete_with_a_passing_sync_check(engine, cpu_image, job_name, kind, extra):
     from ddpctl.k8s_contract import pods_for
 
     text = ddpctl("render", kind, "--name", job_name, "--nodes", "2", "--nproc-per-node", "2",
-                  "--image", CPU_IMAGE, check=True).stdout
+                  "--image", CPU_IMAGE, *extra, check=True).stdout
     doc = yaml.safe_load(text)
     pods = pods_for(doc)
     assert len(pods) == 2
@@ -67,6 +69,8 @@ def test_operator_pods_complete_with_a_passing_sync_check(engine, cpu_image, job
     else:
         assert all(p.env["PET_MASTER_ADDR"] == f"{job_name}-node-0-0.{job_name}" for p in pods)
         assert any(f"{job_name}-node-0-0.{job_name}" in p.aliases for p in pods)
+    # ExitCode jobs start through ddp-train-launch (torchrun that keeps the workers' exit codes)
+    assert {p.argv[0] for p in pods} == {"ddp-train-launch" if extra else "torchrun"}
     results = _run_pods(engine, job_name, pods)
     assert [code for code, _ in results.values()] == [0, 0], {k: v[1][-1500:] for k, v in results.items()}
     summary = _summary(results[pods[0].name][1])
