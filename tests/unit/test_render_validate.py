@@ -3,6 +3,7 @@ docker-compose client; the CRDs' openAPIV3Schema with unknown keys rejected, the
 core PodTemplate validation (kubernetes-validate, strict, offline). Negative cases prove each check can fail."""
 
 import copy
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -40,7 +41,11 @@ def _k8s_docs():
 
 COMPOSE_TEXTS = dict(_compose_texts())
 K8S_DOCS = dict(_k8s_docs())
-needs_compose = pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+# The real client is required in CI (`make test` sets DDPCTL_REQUIRE_DOCKER=1 after installing it): there a
+# missing docker-compose fails the test; a developer's `make unit` without it skips.
+needs_compose = pytest.mark.skipif(
+    shutil.which("docker-compose") is None and os.environ.get("DDPCTL_REQUIRE_DOCKER") != "1",
+    reason="docker-compose not installed (scripts/ci-setup.sh installs it)")
 
 
 @pytest.mark.parametrize("key", sorted(COMPOSE_TEXTS))

@@ -3,7 +3,6 @@
 The script is executed by real bash with ``srun``/``scontrol`` replaced by recorders (render_support.run_sbatch).
 """
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +75,6 @@ def test_unsafe_directive_values_are_refused(data):
         slurm.render(spec_from_dict(data))
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="bash missing")
 def test_sbatch_directives_precede_commands():
     text = slurm.render(spec_from_dict(SLURM["options"]))
     lines = text.splitlines()
