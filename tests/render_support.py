@@ -1,7 +1,7 @@
 """Validation helpers for rendered manifests (tests only): real schemas, strict walks, webhook rules.
 
-Schemas come from ``$DDPCTL_SCHEMAS`` or ``<repo>/../shared/schemas`` (for a worktree, the main checkout's
-``../shared/schemas`` via the git common dir is tried too).
+Schemas are the ones bundled in the package (``ddpctl.schemas``, vendored with their sources and licence);
+nothing outside the repository is read.
 """
 
 from __future__ import annotations
@@ -16,26 +16,12 @@ from typing import Any, Iterator
 
 import yaml
 
+from ddpctl import schemas
+
 REPO = Path(__file__).resolve().parents[1]
 K8S_VERSION = "1.33.0"  # TrainJob v2.3.0 needs Kubernetes >= 1.31
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 PET_VARS = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
-
-
-def schemas_dir() -> Path:
-    env = os.environ.get("DDPCTL_SCHEMAS")
-    candidates = [Path(env)] if env else []
-    candidates.append(REPO.parent / "shared" / "schemas")
-    try:
-        common = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=REPO, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        candidates.append((REPO / common).resolve().parent.parent / "shared" / "schemas")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    for c in candidates:
-        if (c / "compose-spec.json").is_file():
-            return c
-    raise FileNotFoundError(f"no schemas in {', '.join(map(str, candidates))}; set DDPCTL_SCHEMAS")
 
 
 # ------------------------------------------------------------------------------------------------ compose
@@ -45,8 +31,7 @@ def schemas_dir() -> Path:
 def compose_validator():
     import jsonschema
 
-    schema = json.loads((schemas_dir() / "compose-spec.json").read_text())
-    return jsonschema.Draft7Validator(schema)
+    return jsonschema.Draft7Validator(schemas.compose_schema())
 
 
 def compose_schema_errors(doc: dict) -> list[str]:
@@ -64,10 +49,7 @@ def docker_compose_config(path: Path) -> subprocess.CompletedProcess:
 
 @functools.lru_cache(maxsize=None)
 def crd_schema(kind: str) -> dict:
-    fname = {"PyTorchJob": "kubeflow.org_pytorchjobs.yaml", "TrainJob": "trainer.kubeflow.org_trainjobs.yaml"}[kind]
-    crd = yaml.safe_load((schemas_dir() / fname).read_text())
-    (version,) = [v for v in crd["spec"]["versions"] if v.get("served", True) and v.get("storage", True)]
-    return version["schema"]["openAPIV3Schema"]
+    return schemas.crd_schema(kind)
 
 
 def unknown_keys(doc: Any, schema: dict, path: str = "") -> list[str]:

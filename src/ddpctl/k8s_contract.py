@@ -1,7 +1,7 @@
 """A pure emulation of what the Kubeflow operators do to the pods of a rendered job.
 
 No Kubernetes API is reachable from ddpctl's tests, so this module reproduces the *contract* of the two
-operators, from their source (see shared/reference/k8s.md for the line-by-line notes):
+operators, from their source (see docs/render.md for the line-by-line notes):
 
 - **PyTorchJob, Training Operator v1.9.4** (kubeflow/trainer tag v1.9.4, commit 4445c12a):
   pod/Service names ``<job>-<replica type>-<index>`` (``pkg/core/utils.go`` L30-33); env appended to every

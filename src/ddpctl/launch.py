@@ -9,7 +9,7 @@ Slurm) gets its command from here, so there is one copy of the rules:
   is the master, ``<job>-node-0`` on a private network or the first host with host networking);
 - PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
   torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
-  ``PET_MASTER_PORT``), see shared/reference/k8s.md;
+  ``PET_MASTER_PORT``), see docs/render.md;
 - Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``.
 
 The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``

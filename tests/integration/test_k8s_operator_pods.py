@@ -2,7 +2,7 @@
 
 This test EMULATES the training operators: it renders a PyTorchJob and a TrainJob, asks
 ``ddpctl.k8s_contract`` for the pods the operator would create (names, hostnames and DNS aliases, the
-injected MASTER_ADDR / PET_* env, the expanded command; see shared/reference/k8s.md), starts each pod as a
+injected MASTER_ADDR / PET_* env, the expanded command; see docs/render.md), starts each pod as a
 container on one private network with those hostnames and aliases, and checks that the job completes with
 a passing sync check. No Kubernetes API server, kubelet or operator runs here; what is checked is that the
 rendered manifests plus the operator's documented contract give a working torchrun job.
