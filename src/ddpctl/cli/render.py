@@ -2,8 +2,8 @@
 
 Each command takes the shared job-spec flags (:mod:`ddpctl.cli.specopts`) plus its target's own options, which
 override the spec's ``kubernetes:`` / ``slurm:`` sections. Only the pure renderers are imported (no torch, no
-docker). ``-o`` writes atomically: every file is written to a temporary file in the destination directory and
-renamed into place only after all of them were written, so an error never leaves a partial file.
+docker). ``-o`` writes through :mod:`ddpctl.outfiles`: only regular files are replaced, atomically, all files or
+none.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -19,7 +18,6 @@ import typer
 
 from ddpctl.cli import specopts as so
 from ddpctl.cli.main import app
-from ddpctl.errors import UsageError
 
 render_app = typer.Typer(
     name="render",
@@ -35,7 +33,8 @@ TARGET_PANEL = "Target options"
 
 Output = Annotated[Optional[str], typer.Option(  # str: a Path would drop the trailing '/' of a directory
     "-o", "--output", show_default=False,
-    help="Write to this file instead of stdout (an existing directory gets the default file name).")]
+    help="Write to this file instead of stdout ('-'); DIR/ gets the default file names. Replaces only regular "
+    "files, atomically.")]
 
 # name -> (annotation, spec override key)
 _SPEC_PARAMS: list[tuple[str, Any]] = [
@@ -107,7 +106,7 @@ def default_output_names(files: dict[str, str], output_arg: str) -> dict[Path, s
     for one file; several files (multi-host compose) become ``<stem>.node-<i><suffix>`` beside it.
     """
     output = Path(output_arg)
-    if output.is_dir() or output_arg.endswith(("/", os.sep)):
+    if os.path.isdir(output) or output_arg.endswith(("/", os.sep)):  # isdir: False, not OSError, on a bad path
         return {output / name: content for name, content in files.items()}
     if len(files) == 1:
         return {output: next(iter(files.values()))}
@@ -120,35 +119,6 @@ def default_output_names(files: dict[str, str], output_arg: str) -> dict[Path, s
     return out
 
 
-def write_atomic(files: dict[Path, str], executable: bool = False) -> None:
-    """Write all files or none: temp files in each target directory, renamed once all are complete."""
-    for path in files:
-        if not path.parent.is_dir():
-            raise UsageError(f"output directory {str(path.parent)!r} does not exist", "create it first")
-        if path.is_dir():
-            raise UsageError(f"output {str(path)!r} is a directory", "give a file name")
-    temps: list[tuple[str, Path]] = []
-    try:
-        for path, content in files.items():
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            temps.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o755 if executable else 0o644)
-        for tmp, path in temps:
-            os.replace(tmp, path)
-    except OSError as exc:
-        for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        raise UsageError(f"cannot write {exc.filename or 'the output'} ({exc.strerror})",
-                         "check the path and its permissions") from None
-
-
 def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -> None:
     from ddpctl.render import render_files
 
@@ -158,13 +128,19 @@ def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -
     file = kw.pop("file")
     spec = so.spec_from_cli(file, command=command, extra=extra, **kw)
     files = render_files(target, spec)
-    if output is None:
+    if output == "":
+        from ddpctl.errors import UsageError
+
+        raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
+    if output is None or output == "-":
         sys.stdout.write("---\n".join(files.values()))
         return
+    from ddpctl.outfiles import write_files
+
     placed = default_output_names(files, output)
-    if output.endswith(("/", os.sep)):
-        Path(output).mkdir(parents=True, exist_ok=True)  # `-o out/` names a directory (rendering already succeeded)
-    write_atomic(placed, executable=target == "slurm")
+    # `-o out/` names a directory, created (its parent must exist) only now that rendering succeeded.
+    new_dir = (Path(output),) if output.endswith(("/", os.sep)) else ()
+    write_files(placed, mode=0o755 if target == "slurm" else 0o644, create_dirs=new_dir)
     for path in placed:
         print(f"wrote {path}", file=sys.stderr)
 
