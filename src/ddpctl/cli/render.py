@@ -119,15 +119,37 @@ def default_output_names(files: dict[str, str], output_arg: str) -> dict[Path, s
     return out
 
 
+ValidateFlag = Annotated[bool, typer.Option(
+    "--validate", help="Check the rendered manifest as 'ddpctl validate' does; on a problem print it, write "
+    "nothing and exit 1.")]
+
+
+def _validate(files: dict[str, str]) -> None:
+    from ddpctl.validate import Report, validate_text
+
+    report = Report()
+    for name, text in files.items():
+        validate_text(text, name, report)
+    for problem in report.problems:
+        print(str(problem), file=sys.stderr)
+    if report.errors:
+        print(f"error: the rendered manifest is not valid: {report.summary()}; nothing was written",
+              file=sys.stderr)
+        raise typer.Exit(1)
+
+
 def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -> None:
     from ddpctl.render import render_files
 
     extra = {key: kw.pop(param) for param, _, key in options}
+    validate = kw.pop("validate", False)
     output: str | None = kw.pop("output")
     command = kw.pop("command")
     file = kw.pop("file")
     spec = so.spec_from_cli(file, command=command, extra=extra, **kw)
     files = render_files(target, spec)
+    if validate:
+        _validate(files)
     if output == "":
         from ddpctl.errors import UsageError
 
@@ -151,6 +173,9 @@ def _make_command(target: str, options: list[tuple[str, Any, str]]) -> Callable[
     params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=None)
                for n, a, _ in options]
     params.append(inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None))
+    if target != "slurm":  # no schema for an sbatch script
+        params.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, annotation=ValidateFlag,
+                                        default=False))
     params.append(inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, annotation=so.Command,
                                     default=None))
 
