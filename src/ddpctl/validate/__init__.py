@@ -29,7 +29,7 @@ SUFFIXES = (".yaml", ".yml", ".json")
 _COMPOSE_KEYS = {"services", "networks", "volumes", "secrets", "configs", "version", "name", "include", "models"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
-__all__ = ["KINDS", "ManifestError", "Problem", "Report", "check_document", "kind_of", "validate_paths",
+__all__ = ["KINDS", "ManifestError", "Problem", "Report", "check_document", "kind_of", "schema_validator", "validate_paths",
            "validate_text"]
 
 
@@ -106,7 +106,7 @@ def _describe(doc: Any) -> str:
 _VALIDATORS: dict[str, Validator] = {}
 
 
-def _validator(kind: str) -> Validator:
+def schema_validator(kind: str) -> Validator:
     if kind not in _VALIDATORS:
         from ddpctl import schemas
 
@@ -121,22 +121,25 @@ def check_document(doc: Any, kind: str) -> list[Issue]:
     """Every problem of one document of ``kind`` (schema first, then the rules), without duplicates."""
     from ddpctl.validate import compose, k8s
 
-    v = _validator(kind)
+    v = schema_validator(kind)
     if kind == "compose":
-        issues = v.issues(doc)
-        if isinstance(doc, dict):
-            issues += list(compose.check(doc))
+        schema_issues = v.issues(doc)
+        rule_issues = list(compose.check(doc)) if isinstance(doc, dict) else []
     else:
-        issues = [i for i in v.issues(doc) if i.path[:1] != ("metadata",)]  # ObjectMeta: k8s.object_meta
+        schema_issues = [i for i in v.issues(doc) if i.path[:1] != ("metadata",)]  # ObjectMeta: k8s.object_meta
+        rule_issues = []
         if isinstance(doc, dict):
-            issues += list(k8s.pytorchjob(doc) if kind == "PyTorchJob" else k8s.trainjob(doc))
-            named = {i.path for i in issues}
+            rule_issues = list(k8s.pytorchjob(doc) if kind == "PyTorchJob" else k8s.trainjob(doc))
+            named = {i.path for i in rule_issues}
             for issue in k8s.cel_issues(doc, v.root):
                 if issue.path == () and "metadata.name" in issue.message:  # a rule on the name: report it there
                     issue = Issue(("metadata", "name"), issue.message)
                     if issue.path in named:
                         continue  # object_meta said it already
-                issues.append(issue)
+                rule_issues.append(issue)
+    # One message per value: a rule's words where it has some (they name the value's kind), else the schema's.
+    covered = {i.path for i in rule_issues}
+    issues = [i for i in schema_issues if i.path not in covered] + rule_issues
     seen: set[tuple[Any, str]] = set()
     out = []
     for issue in issues:

@@ -21,99 +21,64 @@ What the API server and the operators' webhooks check on *create* that a schema 
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Iterator
 
+from ddpctl import rules
 from ddpctl.validate.schema import Issue, Path, json_type, short
 
 # ------------------------------------------------------------------------------------ value rules
+# The value rules are ddpctl.rules' (one copy for the spec layer and the validator), turned into messages.
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-ENV_NAME_K8S = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # IsEnvVarName (Kubernetes <= 1.33)
+# Kubernetes' own env-name rule (IsEnvVarName, Kubernetes <= 1.33) accepts '-' and '.', which the spec rule
+# (rules.env_name, POSIX names, safe in a shell script) does not: a hand-written manifest may use them.
+ENV_NAME_K8S = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-_QUANTITY_FULL = re.compile(r"^(?P<num>[+-]?(\d+(\.\d*)?|\.\d+))(?P<suf>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|"
-                            r"[eE][+-]?\d+)?$")
 _BIN = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DEC = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal(10**3),
+_DEC = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(10**3),
         "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15),
         "E": Decimal(10**18)}
 
 
-def dns1123_label(value: str, max_len: int = 63) -> str | None:
-    """None when ``value`` is a DNS-1123 label, else what is wrong."""
-    if len(value) > max_len:
-        return f"{value[:20]!r}... is longer than {max_len} characters"
-    if not DNS1123_LABEL.match(value):
-        return f"{value!r} is not a DNS-1123 label (lowercase letters, digits and '-', alphanumeric at both ends)"
-    return None
+def _message(rule: Callable[..., Any]) -> Callable[[Any], str | None]:
+    """A ``rules`` function as 'None when valid, else the problem'."""
+    def check(value: Any) -> str | None:
+        try:
+            rule(value)
+        except rules.RuleError as exc:
+            return exc.problem
+        return None
+
+    return check
 
 
-def dns1123_subdomain(value: str) -> str | None:
-    if len(value) > 253:
-        return f"{value[:20]!r}... is longer than 253 characters"
-    if not DNS1123_SUBDOMAIN.match(value):
-        return f"{value!r} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')"
-    return None
-
-
-def dns1035_label(value: str) -> str | None:
-    if len(value) > 63:
-        return f"{value[:20]!r}... is longer than 63 characters"
-    if not DNS1035_LABEL.match(value):
-        return f"{value!r} is not a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)"
-    return None
-
-
-def qualified_name(value: str) -> str | None:
-    """A label or annotation key: ``[prefix/]name``, prefix a DNS-1123 subdomain, name at most 63 characters."""
-    prefix, _, name = value.rpartition("/")
-    if "/" in value and not prefix:
-        return f"{value!r} has an empty prefix before '/'"
-    if prefix and dns1123_subdomain(prefix):
-        return f"{value!r}: the prefix {prefix!r} is not a DNS-1123 subdomain"
-    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
-        return (f"{value!r} is not a qualified name (at most 63 letters, digits, '-', '_' or '.', "
-                "alphanumeric at both ends, with an optional DNS subdomain prefix and '/')")
-    return None
-
-
-def label_value(value: str) -> str | None:
-    if len(value) > 63:
-        return f"{value[:20]!r}... is longer than 63 characters"
-    if not LABEL_VALUE.match(value):
-        return f"{value!r} is not a label value (letters, digits, '-', '_' or '.', alphanumeric at both ends)"
-    return None
+dns1123_label = _message(rules.dns1123_label)
+dns1123_subdomain = _message(rules.dns1123_subdomain)
+dns1035_label = _message(rules.dns1035_label)
+qualified_name = _message(rules.label_key)
+label_value = _message(rules.label_value)
 
 
 def parse_quantity(value: Any) -> Decimal | None:
-    """A Kubernetes quantity (``16Gi``, ``500m``, ``1e3``, 2) as a Decimal, or None if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        return Decimal(repr(value)) if value == value and value not in (float("inf"), float("-inf")) else None
-    if not isinstance(value, str):
-        return None
-    m = _QUANTITY_FULL.match(value)
-    if not m:
+    """A Kubernetes quantity (``16Gi``, ``500m``, ``1e3``, 2) as a Decimal, or None if it is not one
+    (the syntax is :func:`ddpctl.rules.k8s_quantity`)."""
+    if isinstance(value, float) and math.isfinite(value):
+        return Decimal(repr(value))
+    try:
+        text = rules.k8s_quantity(value)
+    except rules.RuleError:
         return None
     try:
-        number = Decimal(m.group("num"))
-    except InvalidOperation:
+        if text[-2:] in _BIN:
+            return Decimal(text[:-2]) * _BIN[text[-2:]]
+        if text[-1] in _DEC:
+            return Decimal(text[:-1]) * _DEC[text[-1]]
+        return Decimal(text)
+    except InvalidOperation:  # pragma: no cover - excluded by the syntax rule
         return None
-    suf = m.group("suf") or ""
-    if suf in _BIN:
-        return number * _BIN[suf]
-    if suf in _DEC:
-        return number * _DEC[suf]
-    return number * Decimal(10) ** int(suf[1:])  # e/E exponent
 
 
 # ------------------------------------------------------------------------------------ ObjectMeta
@@ -179,8 +144,6 @@ def object_meta(meta: Any, path: Path, *, top: bool, name_rule: Callable[[str], 
 
 # ------------------------------------------------------------------------------------- pod spec
 
-TOLERATION_OPERATORS = ("Exists", "Equal")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
@@ -362,26 +325,10 @@ def pod_spec(spec: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
 
 
 def _toleration(tol: dict, path: Path) -> Iterator[Issue]:
-    op = tol.get("operator") or "Equal"
-    if op not in TOLERATION_OPERATORS:
-        yield Issue(path + ("operator",), f"must be Exists or Equal; got {op!r}")
-    key = tol.get("key")
-    if isinstance(key, str) and key:
-        problem = qualified_name(key)
-        if problem:
-            yield Issue(path + ("key",), problem)
-    elif op != "Exists":
-        yield Issue(path + ("operator",), "must be Exists when key is empty")
-    if op == "Exists" and tol.get("value") not in (None, ""):
-        yield Issue(path + ("value",), "must be empty with operator Exists")
-    value = tol.get("value")
-    if isinstance(value, str) and value and label_value(value):
-        yield Issue(path + ("value",), label_value(value) or "")
-    effect = tol.get("effect")
-    if effect not in (None, "") and effect not in TAINT_EFFECTS:
-        yield Issue(path + ("effect",), f"must be one of {', '.join(TAINT_EFFECTS)}; got {short(effect)}")
-    if tol.get("tolerationSeconds") is not None and effect != "NoExecute":
-        yield Issue(path + ("tolerationSeconds",), "is only allowed with effect NoExecute")
+    try:
+        rules.toleration(tol)
+    except rules.RuleError as exc:
+        yield Issue(path, exc.problem)
 
 
 def pod_template(template: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
@@ -455,7 +402,8 @@ def trainjob(doc: dict) -> Iterator[Issue]:
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
 CEL_RULES: dict[str, Callable[[Any], bool] | None] = {
     "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')":
-        lambda s: DNS1035_LABEL.match(str(_dict(_dict(s).get("metadata")).get("name", ""))) is not None,
+        lambda s: re.fullmatch("[a-z]([-a-z0-9]*[a-z0-9])?", str(_dict(_dict(s).get("metadata")).get("name", "")))
+        is not None,  # the CEL rule's own regex, as written in the CRD
     "size(self.metadata.name) <= 63": lambda s: len(str(_dict(_dict(s).get("metadata")).get("name", ""))) <= 63,
     "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')":
         lambda s: not isinstance(s, str) or s == "" or _URI.match(s) is not None,

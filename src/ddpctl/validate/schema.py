@@ -185,7 +185,7 @@ class Validator:
 
     def _best(self, value: Any, branches: list, results: list[list[Issue]], path: Path) -> list[Issue]:
         """The errors of the branch the value most likely meant: one whose type it has, fewest errors."""
-        typed = [r for b, r in zip(branches, results) if not any(i.path == path and i.message.startswith("must be ")
+        typed = [r for b, r in zip(branches, results, strict=True) if not any(i.path == path and i.message.startswith("must be ")
                                                                   and ", got " in i.message for i in r)]
         if not typed:
             types: list[str] = []
@@ -260,7 +260,7 @@ class Validator:
             for i, item in enumerate(value):
                 yield from self._check(item, items, path + (i,))
         elif isinstance(items, list):
-            for i, (item, sub) in enumerate(zip(value, items)):
+            for i, (item, sub) in enumerate(zip(value, items, strict=False)):
                 yield from self._check(item, sub, path + (i,))
         list_type = schema.get("x-kubernetes-list-type")
         if schema.get("uniqueItems") or list_type == "set":
