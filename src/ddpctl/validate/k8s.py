@@ -14,7 +14,7 @@ What the API server and the operators' webhooks check on *create* that a schema 
   labels; service account, scheduler and priority class names; DNS policy.
 - **Webhooks**: Training Operator v1.9.4 ``pytorchjob_webhook.go`` (L75-160): replica types Master/Worker,
   Master replicas exactly 1, a container named ``pytorch`` with an image in every replica, Worker replicas >= 1,
-  elasticPolicy needs a Worker; Trainer v2.3.0 ``torch.go`` (L65-77): no ``PET_*`` in ``trainer.env``.
+  elasticPolicy needs a Worker, restartPolicy and cleanPodPolicy values; Trainer v2.3.0 ``torch.go`` (L65-77): no ``PET_*`` in ``trainer.env``.
 - **CEL rules** (``x-kubernetes-validations``) in the bundled CRDs that apply on create are evaluated here, by
   their exact text (:data:`CEL_RULES`); ``self == oldSelf`` (immutability) applies only to updates.
 """
@@ -371,6 +371,14 @@ def pytorchjob(doc: dict) -> Iterator[Issue]:
         yield Issue(("spec", "pytorchReplicaSpecs", "Worker", "replicas"), f"must be at least 1, got {n}")
     if "elasticPolicy" in spec and "Worker" not in replicas:
         yield Issue(("spec", "elasticPolicy"), "needs a Worker replica spec")
+    for rtype, rspec in replicas.items():
+        policy = _dict(rspec).get("restartPolicy")
+        if policy not in (None, "Always", "OnFailure", "Never", "ExitCode"):
+            yield Issue(("spec", "pytorchReplicaSpecs", rtype, "restartPolicy"),
+                        f"must be one of Always, OnFailure, Never, ExitCode; got {short(policy)}")
+    clean = _dict(spec.get("runPolicy")).get("cleanPodPolicy")
+    if clean not in (None, "All", "Running", "None"):
+        yield Issue(("spec", "runPolicy", "cleanPodPolicy"), f"must be one of All, Running, None; got {short(clean)}")
 
 
 def trainjob(doc: dict) -> Iterator[Issue]:
