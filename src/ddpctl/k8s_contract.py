@@ -109,12 +109,24 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     return "".join(out)
 
 
-def _container_env(env_list: list[Mapping[str, Any]], extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Env entries in order, each value expanded against the ones before it (later duplicates win)."""
+def _container_env(env_list: list[Mapping[str, Any]], extra: Mapping[str, str] | None = None,
+                   secrets: Mapping[tuple[str, str], str] | None = None) -> dict[str, str]:
+    """Env entries in order, each value expanded against the ones before it (later duplicates win).
+
+    ``valueFrom.secretKeyRef`` reads ``secrets[(secret name, key)]``, standing in for the Secret objects of the
+    namespace (the kubelet fails the pod when the Secret or key is missing; so does this)."""
     env: dict[str, str] = {}
     for item in env_list:
+        ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+        if ref is not None:
+            where = (ref.get("name"), ref.get("key"))
+            if secrets is None or where not in secrets:
+                raise ContractError(f"env {item.get('name')!r} reads Secret {where[0]!r} key {where[1]!r}, "
+                                    "which does not exist")
+            env[item["name"]] = secrets[where]  # a Secret's value is not expanded
+            continue
         if "value" not in item:
-            raise ContractError(f"env {item.get('name')!r} has no literal value (valueFrom is not emulated)")
+            raise ContractError(f"env {item.get('name')!r} has no literal value (only secretKeyRef is emulated)")
         env[item["name"]] = expand(str(item["value"]), env)
     for k, v in (extra or {}).items():
         env[k] = v
@@ -148,7 +160,7 @@ def _gpus(resources: Mapping[str, Any] | None) -> int:
 # ------------------------------------------------------------------------------------------- PyTorchJob
 
 
-def pytorchjob_pods(job: Mapping[str, Any]) -> list[Pod]:
+def pytorchjob_pods(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], str] | None = None) -> list[Pod]:
     """The pods the Training Operator v1.9.4 creates for a rendered PyTorchJob, Master first."""
     name = job["metadata"]["name"]
     spec = job["spec"]
@@ -196,7 +208,7 @@ def pytorchjob_pods(job: Mapping[str, Any]) -> list[Pod]:
                 })
             injected["PET_NPROC_PER_NODE"] = nproc
             injected["PET_NNODES"] = str(total)
-            env = _container_env(c.get("env", []), injected)
+            env = _container_env(c.get("env", []), injected, secrets)
             argv = tuple(expand(w, env) for w in list(c.get("command", [])) + list(c.get("args", [])))
             shm, mounts = _mounts(pod_spec, c)
             node_index = (index if rtype == "Master" else index + counts.get("Master", 0))
@@ -210,7 +222,7 @@ def pytorchjob_pods(job: Mapping[str, Any]) -> list[Pod]:
 # --------------------------------------------------------------------------------------------- TrainJob
 
 
-def trainjob_pods(job: Mapping[str, Any]) -> list[Pod]:
+def trainjob_pods(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], str] | None = None) -> list[Pod]:
     """The pods Kubeflow Trainer v2.3.0 (torch-distributed runtime) creates for a rendered TrainJob."""
     name = job["metadata"]["name"]
     spec = job["spec"]
@@ -239,7 +251,7 @@ def trainjob_pods(job: Mapping[str, Any]) -> list[Pod]:
     for i in range(nodes):
         injected = {"PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": str(nproc), "PET_NODE_RANK": str(i),
                     "PET_MASTER_ADDR": master, "PET_MASTER_PORT": str(TRAINJOB_MASTER_PORT)}
-        env = _container_env(trainer.get("env", []), injected)
+        env = _container_env(trainer.get("env", []), injected, secrets)
         argv = tuple(expand(w, env) for w in list(trainer.get("command", [])) + list(trainer.get("args", [])))
         hostname = f"{name}-node-0-{i}"
         pods.append(Pod(name=hostname, hostname=hostname, aliases=(hostname, f"{hostname}.{name}"),
@@ -248,11 +260,11 @@ def trainjob_pods(job: Mapping[str, Any]) -> list[Pod]:
     return pods
 
 
-def pods_for(job: Mapping[str, Any]) -> list[Pod]:
-    """Dispatch on ``kind``."""
+def pods_for(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], str] | None = None) -> list[Pod]:
+    """Dispatch on ``kind``. ``secrets``: (Secret name, key) -> value, the namespace's Secrets."""
     kind = job.get("kind")
     if kind == "PyTorchJob":
-        return pytorchjob_pods(job)
+        return pytorchjob_pods(job, secrets)
     if kind == "TrainJob":
-        return trainjob_pods(job)
+        return trainjob_pods(job, secrets)
     raise ContractError(f"kind {kind!r} is not PyTorchJob or TrainJob")

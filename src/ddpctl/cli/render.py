@@ -40,7 +40,7 @@ Output = Annotated[Optional[str], typer.Option(  # str: a Path would drop the tr
 _SPEC_PARAMS: list[tuple[str, Any]] = [
     ("file", so.JobFile), ("name", so.Name), ("image", so.Image), ("nodes", so.Nodes),
     ("gpus_per_node", so.GpusPerNode), ("nproc_per_node", so.NprocPerNode), ("backend", so.Backend),
-    ("port", so.Port), ("env", so.Env), ("volume", so.Volumes), ("shm_size", so.ShmSize), ("ipc", so.Ipc),
+    ("port", so.Port), ("env", so.Env), ("secret_env", so.SecretEnvOpt), ("volume", so.Volumes), ("shm_size", so.ShmSize), ("ipc", so.Ipc),
     ("network", so.Network), ("hosts", so.Hosts), ("max_restarts", so.MaxRestarts),
     ("device_ids", so.DeviceIds), ("workdir", so.Workdir),
 ]
@@ -138,6 +138,18 @@ def _validate(files: dict[str, str]) -> None:
         raise typer.Exit(1)
 
 
+def _warn_clear_secrets(target: str, spec: Any) -> None:
+    """A literal value under a secret-looking env name lands in the file in clear: say so (not an error: the
+    name test is a heuristic, and a throwaway token may be meant)."""
+    from ddpctl.secrets import looks_secret
+
+    for name in spec.env_dict:
+        if looks_secret(name):
+            ref = f"{name}=SECRET[:KEY]" if target in ("pytorchjob", "trainjob") else name
+            print(f"warning: env {name} looks like a secret and its value is written in clear into the {target} "
+                  f"output; use --secret-env {ref} to keep it out of the file", file=sys.stderr)
+
+
 def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -> None:
     from ddpctl.render import render_files
 
@@ -148,6 +160,7 @@ def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -
     file = kw.pop("file")
     spec = so.spec_from_cli(file, command=command, extra=extra, **kw)
     files = render_files(target, spec)
+    _warn_clear_secrets(target, spec)
     if validate:
         _validate(files)
     if output == "":
