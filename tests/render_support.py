@@ -101,10 +101,11 @@ i=1; while [ "$i" -le "$SLURM_JOB_NUM_NODES" ]; do echo "gpu-node-$i"; i=$((i+1)
 """
 
 
-def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242") -> dict:
+def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242", extra_env: dict | None = None) -> dict:
     """Execute an sbatch script with bash, with ``srun`` and ``scontrol`` replaced by recorders.
 
     Returns what srun received: ``argv`` (its argument list) and ``env``. Nothing of the job itself runs.
+    ``extra_env``: more of the submitting environment (sbatch passes it on).
     """
     import sys
 
@@ -118,7 +119,8 @@ def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242") -> dict
     path.write_text(script)
     out = tmp / "srun.json"
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_SRUN_OUT": str(out), "SLURM_JOB_ID": job_id,
-           "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-node-[1-{nodes}]", "HOME": str(tmp)}
+           "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-node-[1-{nodes}]", "HOME": str(tmp),
+           **(extra_env or {})}
     result = subprocess.run(["bash", str(path)], cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         raise AssertionError(f"script failed ({result.returncode}): {result.stderr}")
