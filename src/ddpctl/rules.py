@@ -414,7 +414,9 @@ def size_bytes(value: Any, *, what: str = "size") -> int:
     if isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
             raise RuleError(f"{what} must be a whole number of bytes or a string such as 16g, got {value!r}", fix)
-        value = int(value) if abs(value) < 2**64 else value
+        if abs(value) > MAX_BYTES:
+            raise RuleError(f"{what} {value!r} is larger than {MAX_BYTES} bytes", "use a smaller size")
+        value = int(value)
     if isinstance(value, int):
         result = value
     elif isinstance(value, str):
