@@ -209,12 +209,12 @@ def image_ref(ref: Any) -> str:
     return ref
 
 
-_CONTAINER_IMAGE_RE = re.compile(r"[A-Za-z0-9_.+~/@#:%-]+")
-
-
 def container_image(value: Any, runtime: str = "pyxis") -> str:
-    """A Slurm container image: ``docker://REF`` (an :func:`image_ref`), another URI (``oras://``,
+    """A Slurm container image: ``docker://REF`` (then an :func:`image_ref`), another URI (``oras://``,
     ``library://``, ``docker-daemon:``), a path to an image file, or a pyxis/enroot ``[USER@][REGISTRY#]IMAGE``.
+
+    It is always passed as one quoted word, so any printable text is safe for the shell; what matters is that
+    it never starts with ``-`` (``apptainer exec -x`` would read an option) and has no control characters.
     """
     if not isinstance(value, str) or not value:
         raise RuleError("container image must be a non-empty string", "write e.g. docker://pytorch/pytorch:2.13.0")
@@ -222,13 +222,10 @@ def container_image(value: Any, runtime: str = "pyxis") -> str:
     fix = "write e.g. docker://pytorch/pytorch:2.13.0, nvcr.io#nvidia/pytorch:25.08-py3 or /images/train.sif"
     if value.startswith("-"):
         raise RuleError(f"container image {value!r} starts with '-' (it would be read as an option)", fix)
-    if len(value) > MAX_IMAGE_LEN or not _CONTAINER_IMAGE_RE.fullmatch(value):
-        raise RuleError(f"container image {value!r} has characters other than letters, digits and ._+~/@#:%-",
-                        fix)
+    if len(value) > MAX_IMAGE_LEN:
+        raise RuleError(f"container image is longer than {MAX_IMAGE_LEN} characters", fix)
     if value.startswith("docker://"):
         image_ref(value[len("docker://"):])
-    if "," in value:  # pragma: no cover - excluded by the character set; kept explicit for readers
-        raise RuleError(f"container image {value!r} contains ','", fix)
     return value
 
 
@@ -417,7 +414,9 @@ def size_bytes(value: Any, *, what: str = "size") -> int:
     if isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
             raise RuleError(f"{what} must be a whole number of bytes or a string such as 16g, got {value!r}", fix)
-        value = int(value) if abs(value) < 2**64 else value
+        if abs(value) > MAX_BYTES:
+            raise RuleError(f"{what} {value!r} is larger than {MAX_BYTES} bytes", "use a smaller size")
+        value = int(value)
     if isinstance(value, int):
         result = value
     elif isinstance(value, str):
