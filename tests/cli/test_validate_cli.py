@@ -135,3 +135,11 @@ def test_render_validate_failure_writes_nothing(tmp_path):
 def test_slurm_has_no_validate_option():
     result = ddpctl("render", "slurm", "--validate")
     assert result.returncode == 2 and "--validate" in result.stderr
+
+
+def test_help_imports_no_validator():
+    code = ("import sys\nfrom ddpctl.cli.main import main\nsys.argv = ['ddpctl', '--help']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('ddpctl.validate', 'jsonschema', 'yaml') if m in sys.modules])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout[-300:]
