@@ -26,7 +26,6 @@ network aliases, env, argv, image, /dev/shm size, GPUs, host mounts) and check t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -34,6 +33,8 @@ PYTORCHJOB_DEFAULT_PORT = 23456
 TRAINJOB_MASTER_PORT = 29500
 TRAINJOB_DEFAULT_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"  # runtime torch-distributed
 GPU_RESOURCE = "nvidia.com/gpu"
+# What the Trainer v2 torch plugin injects (torch.go L110-225); the webhook rejects them in trainer.env.
+PET_VARS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
 class ContractError(ValueError):
@@ -67,22 +68,14 @@ class Pod:
 
 # --------------------------------------------------------------------------------- kubelet behaviour
 
-_QUANTITY_RE = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
-_SUFFIX = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-
-
 def parse_quantity(value: Any) -> float:
-    """A Kubernetes quantity ('16Gi', '500m', 2) as a number."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    m = _QUANTITY_RE.match(str(value))
-    if not m:
+    """A Kubernetes quantity ('16Gi', '500m', 2) as a number (the validator's parser, one copy)."""
+    from ddpctl.validate.k8s import parse_quantity as exact
+
+    number = exact(value)
+    if number is None:
         raise ContractError(f"{value!r} is not a Kubernetes quantity")
-    number, suffix = float(m.group(1)), m.group(2)
-    if suffix == "m":
-        return number / 1000
-    return number * _SUFFIX[suffix]
+    return float(number)
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -228,8 +221,7 @@ def trainjob_pods(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], str]
     spec = job["spec"]
     trainer = spec.get("trainer", {})
     for item in trainer.get("env", []):
-        if item["name"] in ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
-                            "PET_MASTER_PORT"):
+        if item["name"] in PET_VARS:
             raise ContractError(f"trainer.env must not set {item['name']} (the webhook rejects it)")
     nodes = int(trainer.get("numNodes", 1))
     resources = trainer.get("resourcesPerNode") or {}

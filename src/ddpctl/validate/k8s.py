@@ -340,7 +340,7 @@ def pod_template(template: Any, path: Path, *, complete: bool) -> Iterator[Issue
 
 # -------------------------------------------------------------------------------------- webhooks
 
-PET_VARS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+from ddpctl.k8s_contract import PET_VARS  # noqa: E402  (one copy of the torch plugin's variables)
 
 
 def pytorchjob(doc: dict) -> Iterator[Issue]:
