@@ -437,3 +437,14 @@ def test_secret_looking_literal_values_are_warnings():
     assert report.errors == []
     assert [p.path for p in report.problems] == [("spec", "trainer", "env", 1, "value")]
     assert "hf_abc" not in str(report.problems[0])
+
+
+@pytest.mark.parametrize("kind", ["compose", "PyTorchJob", "TrainJob"])
+def test_never_raises_on_random_edits(kind):
+    """Hostile documents give problems, never an exception: 400 random edits per kind, every check on."""
+    rng = random.Random(1414)
+    docs = _goldens(kind)
+    for i in range(400):
+        for d in _mutations(docs[i % len(docs)], rng, 1):
+            for issue in check_document(d, kind):
+                assert isinstance(issue.message, str) and issue.message

@@ -174,7 +174,8 @@ def secret_warnings(doc: Any, kind: str) -> list[Issue]:
                 walk(item, path + (i,))
 
     if kind == "compose":
-        for sname, svc in (doc.get("services") or {}).items() if isinstance(doc, dict) else ():
+        services = doc.get("services") if isinstance(doc, dict) else None
+        for sname, svc in services.items() if isinstance(services, dict) else ():
             env = svc.get("environment") if isinstance(svc, dict) else None
             pairs = env.items() if isinstance(env, dict) else (
                 (str(e).split("=", 1)[0], str(e).split("=", 1)[1] if "=" in str(e) else None)

@@ -80,7 +80,7 @@ def check(doc: dict) -> Iterator[Issue]:
                                                      f"{containers[cname]!r}")
             containers.setdefault(cname, sname)
         env = svc.get("environment")
-        keys = list(env) if isinstance(env, dict) else [str(e).split("=", 1)[0] for e in env] \
+        keys = [str(k) for k in env] if isinstance(env, dict) else [str(e).split("=", 1)[0] for e in env] \
             if isinstance(env, list) else []
         for i, key in enumerate(keys):
             if not key or "=" in key or "\x00" in key:
@@ -93,7 +93,8 @@ def check(doc: dict) -> Iterator[Issue]:
         except (TypeError, ValueError):
             yield Issue(p + ("cpus",), f"{short(cpus)} is not a number")
         targets: set[str] = set()
-        for i, vol in enumerate(svc.get("volumes") or []):
+        volumes = svc.get("volumes")
+        for i, vol in enumerate(volumes if isinstance(volumes, list) else []):
             vp = p + ("volumes", i)
             if isinstance(vol, str):
                 source, target = _short_volume(vol)
