@@ -163,7 +163,13 @@ BAD = [
      "services.trainer-0.command: must be null or string or array, got integer 5"),
     ("compose-env-name", COMPOSE_GOOD, lambda d: _svc(d).update({"environment": {"A=B": "x"}}),
      "is not a valid environment variable name"),
+    # docker-compose 1.29.2's `config` accepts 2Gi, but `up` fails in docker-py's parse_bytes (tried by hand)
+    ("compose-size-gi", COMPOSE_GOOD, lambda d: _svc(d).update({"shm_size": "2Gi"}),
+     "services.trainer-0.shm_size: '2Gi' is not a size docker-compose reads"),
     # PyTorchJob
+    ("pj-priority-class", PYTORCHJOB_GOOD, lambda d: d["spec"]["runPolicy"].update(
+        {"schedulingPolicy": {"priorityClass": "High_Priority"}}),
+     "spec.runPolicy.schedulingPolicy.priorityClass: name 'High_Priority' is not a DNS-1123 subdomain"),
     ("pj-unknown-key", PYTORCHJOB_GOOD, lambda d: _pj_c(d).update({"bogus": 1}),
      "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].bogus: is not a known field"),
     ("pj-name", PYTORCHJOB_GOOD, lambda d: d["metadata"].update({"name": "Bad_Name"}),
@@ -226,6 +232,8 @@ BAD = [
      "spec.trainer.env[1].name: PET_NNODES is set by the torch plugin"),
     ("tj-name-cel", TRAINJOB_GOOD, lambda d: d["metadata"].update({"name": "9lives"}),
      "metadata.name: name '9lives' is not a DNS-1035 label"),
+    ("tj-runtime-name", TRAINJOB_GOOD, lambda d: d["spec"]["runtimeRef"].update({"name": "Torch Distributed"}),
+     "spec.runtimeRef.name: name 'Torch Distributed' is not a DNS-1123 subdomain"),
     ("tj-missing-runtime", TRAINJOB_GOOD, lambda d: d["spec"].pop("runtimeRef"), "spec.runtimeRef: is required"),
     ("tj-null-required", TRAINJOB_GOOD, lambda d: d["spec"]["runtimeRef"].update({"name": None}),
      "spec.runtimeRef.name: is required"),

@@ -9,7 +9,8 @@ rejects when the file is loaded or started.
   name); no two mounts of a service on one target; ``network_mode`` is not combined with ``networks``, nor
   ``network_mode: host`` with ``hostname``.
 - Values: container names as Docker accepts them and unique; environment names non-empty without ``=``;
-  ``cpus`` positive; a GPU device request has ``count`` or ``device_ids``, not both.
+  ``cpus`` positive; sizes (``shm_size``, ``mem_limit``...) that Docker can read; a GPU device request has
+  ``count`` or ``device_ids``, not both.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from typing import Any, Iterator
 from ddpctl.validate.schema import Issue, short
 
 CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
+# docker-py's parse_bytes, which docker-compose 1.29.2 uses: a number, an optional b/k/m/g, an optional 'b' after
+# a unit letter (a grammar of the consumer, not the spec's size rule, which also reads Ki/Gi and t).
+DOCKER_SIZE = re.compile(r"^\d+(\.\d+)?([kmgKMG][bB]?|[bB])?$")
 
 
 def _dict(value: Any) -> dict:
@@ -92,6 +96,12 @@ def check(doc: dict) -> Iterator[Issue]:
                 yield Issue(p + ("cpus",), f"must be greater than 0, got {short(cpus)}")
         except (TypeError, ValueError):
             yield Issue(p + ("cpus",), f"{short(cpus)} is not a number")
+        for key in ("shm_size", "mem_limit", "mem_reservation", "memswap_limit"):
+            size = svc.get(key)
+            if isinstance(size, str) and not (key == "memswap_limit" and size == "-1") \
+                    and not DOCKER_SIZE.match(size):
+                yield Issue(p + (key,), f"{short(size)} is not a size docker-compose reads (a number with b, k, m "
+                                        "or g, such as 16g or 512m; no Ki/Gi)")
         targets: set[str] = set()
         volumes = svc.get("volumes")
         for i, vol in enumerate(volumes if isinstance(volumes, list) else []):

@@ -376,6 +376,9 @@ def pytorchjob(doc: dict) -> Iterator[Issue]:
         if policy not in (None, "Always", "OnFailure", "Never", "ExitCode"):
             yield Issue(("spec", "pytorchReplicaSpecs", rtype, "restartPolicy"),
                         f"must be one of Always, OnFailure, Never, ExitCode; got {short(policy)}")
+    pclass = _dict(_dict(spec.get("runPolicy")).get("schedulingPolicy")).get("priorityClass")
+    if isinstance(pclass, str) and pclass and dns1123_subdomain(pclass):
+        yield Issue(("spec", "runPolicy", "schedulingPolicy", "priorityClass"), dns1123_subdomain(pclass) or "")
     clean = _dict(spec.get("runPolicy")).get("cleanPodPolicy")
     if clean not in (None, "All", "Running", "None"):
         yield Issue(("spec", "runPolicy", "cleanPodPolicy"), f"must be one of All, Running, None; got {short(clean)}")
@@ -392,6 +395,9 @@ def trainjob(doc: dict) -> Iterator[Issue]:
                         f"{item['name']} is set by the torch plugin; the webhook rejects it in trainer.env")
     yield from _env(trainer.get("env"), ("spec", "trainer", "env"))
     yield from _resources(trainer.get("resourcesPerNode"), ("spec", "trainer", "resourcesPerNode"))
+    runtime = _dict(spec.get("runtimeRef")).get("name")
+    if isinstance(runtime, str) and runtime and dns1123_subdomain(runtime):
+        yield Issue(("spec", "runtimeRef", "name"), dns1123_subdomain(runtime) or "")
     image = trainer.get("image")
     if isinstance(image, str) and image != image.strip():
         yield Issue(("spec", "trainer", "image"), "must not have leading or trailing whitespace")
