@@ -122,7 +122,8 @@ def check_target(path: Path) -> os.stat_result | None:
     if stat.S_ISDIR(st.st_mode):
         fix = f"give a file name, or '{text.rstrip(os.sep)}{os.sep}' to write the default file names into it"
     elif stat.S_ISLNK(st.st_mode):
-        fix = "ddpctl does not write through links: give the real path (realpath) or remove the link"
+        fix = (f"ddpctl does not write through links: give the real path, or leave out -o and redirect stdout "
+               f"(> {text})")
     else:
         fix = f"ddpctl replaces only regular files: leave out -o and redirect stdout instead (> {text})"
     raise UsageError(f"output {text!r} is {what}, not a regular file", fix)

@@ -34,7 +34,10 @@ __all__ = ["KINDS", "ManifestError", "Problem", "Report", "check_document", "kin
 
 
 def format_path(path: Iterable[Any]) -> str:
-    """``spec.containers[0].env[1].name``; keys that are not identifiers in brackets: ``labels["a.b/c"]``."""
+    """``spec.containers[0].env[1].name``; other keys quoted and escaped (JSON, ASCII): ``labels["a.b/c"]``, so
+    a key with a line break or a control character stays on one line."""
+    import json
+
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -42,8 +45,13 @@ def format_path(path: Iterable[Any]) -> str:
         elif _IDENT.match(str(part)):
             out += f".{part}" if out else str(part)
         else:
-            out += '["' + str(part).replace("\\", "\\\\").replace('"', '\\"') + '"]'
+            out += "[" + json.dumps(str(part)) + "]"
     return out or "."
+
+
+def _printable(text: str) -> str:
+    """A file name as given, escaped if it holds anything that is not printable on one line."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ class Problem:
     warning: bool = False
 
     def __str__(self) -> str:
-        where = self.file + (f"#{self.doc}" if self.doc else "")
+        where = _printable(self.file) + (f"#{self.doc}" if self.doc else "")
         text = " ".join(self.message.split())  # one line, whatever the value held
         return f"{where}:{format_path(self.path)}: {'warning: ' if self.warning else ''}{text}"
 

@@ -142,8 +142,8 @@ class Validator:
         if isinstance(value, float) and not math.isfinite(value):
             yield Issue(path, f"{value!r} is not a finite number (NaN and infinity are not valid here)")
             return
-        if value is None and (schema.get("nullable") or (self.kubernetes and "type" in schema)):
-            return  # nullable, or pruned by the API server
+        if value is None and (schema.get("nullable") or self.kubernetes):
+            return  # nullable, or pruned by the API server (required fields: see _object)
         t = schema.get("type")
         if schema.get("x-kubernetes-int-or-string"):
             if not (_is_type(value, "integer") or isinstance(value, str)):
