@@ -123,6 +123,7 @@ RESERVED_ENV: dict[str, str] = {
     "UID": "it is read-only in bash; remove it",
     "EUID": "it is read-only in bash; remove it",
     "PPID": "it is read-only in bash; remove it",
+    "_": "bash sets it to the last argument of every command; use another name",
 }
 RESERVED_ENV_PREFIXES: dict[str, str] = {
     "SLURM_": "Slurm sets it; use --nodes and the slurm: options",

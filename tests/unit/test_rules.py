@@ -211,7 +211,7 @@ def test_command():
 # ----------------------------------------------------------------------------------------------- YAML
 
 LAUGHS = "a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
-    f"{n}: &{n} [{', '.join(['*' + p] * 10)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+    f"{n}: &{n} [{', '.join(['*' + p] * 10)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True))
 
 
 def test_yaml_alias_expansion_is_bounded_and_fast():
