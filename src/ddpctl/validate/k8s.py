@@ -306,7 +306,7 @@ def pod_spec(spec: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
     for key in ("serviceAccountName", "schedulerName", "priorityClassName"):
         v = spec.get(key)
         if isinstance(v, str) and v:
-            problem = dns1123_label(v) if key == "serviceAccountName" else dns1123_subdomain(v)
+            problem = dns1123_subdomain(v)  # ValidateServiceAccountName is NameIsDNSSubdomain too
             if problem:
                 yield Issue(path + (key,), problem)
     yield from _string_map(spec.get("nodeSelector"), path + ("nodeSelector",), qualified_name, label_value)
