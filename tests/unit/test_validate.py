@@ -431,6 +431,12 @@ def test_unknown_kinds_are_reading_errors_unless_skipped():
     assert report.skipped == 1 and report.kinds == {"TrainJob": 1}
 
 
+def test_a_job_spec_is_not_taken_for_a_compose_file():
+    with pytest.raises(ManifestError, match="a ddpctl job spec"):
+        validate_text("name: resnet\nnodes: 2\nenv: {A: 1}\n", "job.yaml")
+    assert kind_of({"volumes": {"a": {}}, "x-defaults": {}}) == "compose"
+
+
 def test_problem_lines_are_one_line_whatever_the_value():
     doc = yaml.safe_load(PYTORCHJOB_GOOD)
     doc["metadata"]["labels"]["k"] = "a\nb"

@@ -99,12 +99,22 @@ def kind_of(doc: Any) -> str | None:
         if kind in KUBERNETES_KINDS and doc.get("apiVersion") == KUBERNETES_KINDS[kind]:
             return kind
         return None
-    return "compose" if _COMPOSE_KEYS & set(doc) else None
+    keys = {str(k) for k in doc}
+    if "services" in keys or (keys and all(k in _COMPOSE_KEYS or k.startswith("x-") for k in keys)):
+        return "compose"
+    return None
 
 
 def _describe(doc: Any) -> str:
     if isinstance(doc, dict) and ("kind" in doc or "apiVersion" in doc):
         return f"kind {doc.get('kind')!r} of apiVersion {doc.get('apiVersion')!r}"
+    if isinstance(doc, dict) and doc:
+        import dataclasses
+
+        from ddpctl.spec import JobSpec
+
+        if {str(k) for k in doc} <= {f.name for f in dataclasses.fields(JobSpec)}:
+            return "a ddpctl job spec (check one with 'ddpctl render compose -f FILE'), which"
     return f"a {type(doc).__name__ if not isinstance(doc, dict) else 'mapping'} that is no compose file"
 
 
