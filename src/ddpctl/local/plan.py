@@ -96,11 +96,10 @@ def plan_local(spec: JobSpec, *, cwd: Path) -> LocalPlan:
             "render one compose file per host with 'ddpctl render compose --hosts ...' and run each there")
     host_network = spec.network == "host"
     network = None if host_network else launch.network_name(spec)
-    mounts = [_mount(v.source, v.target, v.read_only, cwd) for v in spec.volumes]
+    mounts = [_mount(v.host_source, v.target, v.read_only, cwd) for v in spec.volumes]
     working_dir = None
     if spec.workdir:
-        source = spec.workdir if spec.workdir.startswith(("/", "~", ".")) else "./" + spec.workdir
-        mounts.append(_mount(source, launch.CONTAINER_WORKDIR, False, cwd))
+        mounts.append(_mount(spec.resolved_workdir, launch.CONTAINER_WORKDIR, False, cwd))
         working_dir = launch.CONTAINER_WORKDIR
     ulimits = [("stack", launch.STACK_ULIMIT, launch.STACK_ULIMIT)]
     if spec.memlock:
@@ -113,7 +112,7 @@ def plan_local(spec: JobSpec, *, cwd: Path) -> LocalPlan:
             ipc_mode="host" if spec.ipc == "host" else None,
             shm_size=spec.shm_size if spec.ipc != "host" else None,
             ulimits=tuple(ulimits), mounts=tuple(mounts), working_dir=working_dir,
-            nano_cpus=int(spec.cpus_per_node * 1e9) if spec.cpus_per_node else None,
+            nano_cpus=round(spec.cpus_per_node * 1000) * 10**6 if spec.cpus_per_node else None,
             mem_limit=spec.memory_per_node,
         ))
     return LocalPlan(job=spec.name, image=spec.resolved_image, network=network,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpctl import launch
+from ddpctl import launch, rules
 from ddpctl.render import Unsupported
 from ddpctl.spec import JobSpec, format_size
 
@@ -45,8 +45,7 @@ def resources(spec: JobSpec) -> dict[str, Any]:
     if spec.gpus_per_node:
         limits[GPU_RESOURCE] = spec.gpus_per_node
     if spec.cpus_per_node:
-        cpu = f"{int(spec.cpus_per_node * 1000)}m" if spec.cpus_per_node % 1 else str(int(spec.cpus_per_node))
-        limits["cpu"] = requests["cpu"] = cpu
+        limits["cpu"] = requests["cpu"] = rules.cpu_quantity(spec.cpus_per_node)
     if spec.memory_per_node:
         limits["memory"] = requests["memory"] = format_size(spec.memory_per_node, "k8s")
     out: dict[str, Any] = {}

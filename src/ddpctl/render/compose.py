@@ -44,9 +44,9 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
     svc["labels"] = dict(node.labels)
     if spec.workdir:
         svc["working_dir"] = launch.CONTAINER_WORKDIR
-    volumes = [str(v) for v in spec.volumes]
+    volumes = [v.host_str() for v in spec.volumes]  # absolute when load_spec resolved them (same as `up`)
     if spec.workdir:
-        volumes.append(f"{spec.workdir}:{launch.CONTAINER_WORKDIR}")
+        volumes.append(f"{spec.resolved_workdir}:{launch.CONTAINER_WORKDIR}")
     if volumes:
         svc["volumes"] = volumes
     if host_network:
@@ -64,7 +64,7 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
         ulimits["memlock"] = -1
     svc["ulimits"] = ulimits
     if spec.cpus_per_node:
-        svc["cpus"] = spec.cpus_per_node
+        svc["cpus"] = spec.cpus_per_node  # finite, whole millicores (rules.cpus)
     if spec.memory_per_node:
         svc["mem_limit"] = format_size(spec.memory_per_node)
     svc["restart"] = f"on-failure:{spec.max_restarts}" if spec.max_restarts else "no"

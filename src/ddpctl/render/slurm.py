@@ -47,7 +47,7 @@ def _q(word: str) -> str:
 
 
 def _directive(flag: str, value: str, pattern: re.Pattern = _DIRECTIVE_RE) -> str:
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         raise UnsupportedFeature(TARGET, f"{flag}={value!r}",
                                  "#SBATCH values cannot carry spaces, quotes or shell characters",
                                  "use a plain name of letters, digits, '.', '_' and '-'")
@@ -61,9 +61,9 @@ def _mem_mib(nbytes: int) -> str:
 def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
     """(srun options, words before torchrun) for the chosen container runtime."""
     s = spec.slurm
-    mounts = [str(v) for v in spec.volumes]
+    mounts = [v.host_str() for v in spec.volumes]
     if spec.workdir:
-        mounts.append(f"{spec.workdir}:{launch.CONTAINER_WORKDIR}")
+        mounts.append(f"{spec.resolved_workdir}:{launch.CONTAINER_WORKDIR}")
     if s.container == "pyxis":
         opts = [f"--container-image={s.container_image or spec.resolved_image}"]
         if mounts:
@@ -109,7 +109,7 @@ def render(spec: JobSpec) -> str:
     if spec.hosts:
         head.append(_directive("--nodelist", ",".join(spec.hosts)))
     if spec.workdir and s.container == "none":
-        head.append(_directive("--chdir", spec.workdir, _PATH_RE))
+        head.append(_directive("--chdir", spec.resolved_workdir, _PATH_RE))
     head.append(_directive("--output", s.output, _OUTPUT_RE))
 
     body = ["", "set -euo pipefail", ""]
