@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 from ddpctl import rules
 from ddpctl.errors import SpecError, UsageError
 from ddpctl.rules import RuleError
+from ddpctl.secrets import SecretEnv
 
 DEFAULT_NAME = "ddp"
 DEFAULT_CPU_IMAGE = "ddpctl/ddp-train:cpu"
@@ -125,6 +126,7 @@ class JobSpec:
     port: int = DEFAULT_PORT
     command: tuple[str, ...] = DEFAULT_COMMAND
     env: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[SecretEnv, ...] = ()  # values never in a file: Kubernetes Secret / caller's environment
     volumes: tuple[Volume, ...] = ()
     workdir: str | None = None  # host dir mounted at /workspace and used as the working directory
     ipc: str = "host"  # host | private
@@ -433,6 +435,16 @@ def _env(ck: _Checker, path, value) -> tuple[tuple[str, str], ...]:
     return tuple(merged.items())
 
 
+def _secret_env(ck: _Checker, path, value) -> tuple[SecretEnv, ...]:
+    from ddpctl import secrets
+    from ddpctl.rules import RuleError
+
+    try:
+        return secrets.parse(value)
+    except RuleError as exc:
+        raise ck.fail(path, exc.problem, exc.fix) from None
+
+
 def _sub(ck: _Checker, name: str, value: Any, cls: type) -> Any:
     path = (name,)
     data = ck.mapping(path, value)
@@ -575,6 +587,8 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None,
             kw[key] = ck.rule(p, rules.command, [ck.string(p, w) for w in value])
         elif key == "env":
             kw[key] = _env(ck, p, value)
+        elif key == "secret_env":
+            kw[key] = _secret_env(ck, p, value)
         elif key == "volumes":
             if not isinstance(value, list):
                 raise ck.fail(p, f"must be a list, got {_type_name(value)}", "write a YAML list of SOURCE:TARGET")
@@ -611,6 +625,10 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None,
             raise _unknown(ck, (), key, _TOP_KEYS)
 
     # ---- cross-field rules
+    both = {k for k, _ in kw.get("env", ())} & {s.name for s in kw.get("secret_env", ())}
+    if both:
+        raise ck.fail(("secret_env",), f"sets {', '.join(sorted(both))}, which env sets too",
+                      "keep each variable in one of env and secret_env")
     if g("ipc") == "host" and g("shm_size") is not None:
         raise ck.fail(("shm_size",), "cannot be combined with ipc: host (Docker silently ignores the size)",
                       "remove shm_size to share the host's /dev/shm, or set ipc: private")
@@ -705,6 +723,10 @@ def load_spec(path: str | Path | None = None, overrides: Mapping[str, Any] | Non
             if isinstance(section, dict):  # an invalid section is reported by validation, never dropped
                 section[sub] = value
                 lines.lines.pop((top, sub), None)
+        elif key == "secret_env" and isinstance(value, list) and data.get("secret_env") is not None:
+            from ddpctl import secrets
+
+            data["secret_env"] = secrets.merge(data["secret_env"], value)  # flags add / override per name
         elif key == "env" and isinstance(value, list) and isinstance(data.get("env"), (dict, list)):
             data["env"] = _merge_env(data["env"], value)  # flags add to / override the file's env per key
         else:
@@ -772,6 +794,9 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
                 value["tolerations"] = [dict(t) for t in value["tolerations"]]
         elif f.name == "env":
             value = dict(value)
+        elif f.name == "secret_env":
+            value = {e.name: (None if e.secret is None else e.secret + (f":{e.key}" if e.key else ""))
+                     for e in value}
         elif f.name == "volumes":
             value = [str(v) for v in value]
         elif isinstance(value, tuple):

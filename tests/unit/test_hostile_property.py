@@ -188,7 +188,7 @@ def rendered(target, spec):
 
 
 def compose_errors(doc) -> list[str]:
-    errors = rs.compose_schema_errors(doc)
+    errors = rs.compose_errors(doc)  # the package validator: schema, strictly, plus 1.29.2 and engine rules
     for name, svc in doc["services"].items():
         for vol in svc.get("volumes", []):
             parts = vol.split(":")

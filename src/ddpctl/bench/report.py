@@ -391,10 +391,11 @@ def write_report(report: dict, outdir: Path, *, plots: bool = True) -> list[Path
 
         made = plotmod.make_plots(report, outdir)
     report["plots"] = made
-    (outdir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    written.append(outdir / "report.json")
-    (outdir / "report.md").write_text(render_markdown(report, made), encoding="utf-8")
-    written.append(outdir / "report.md")
+    from ddpctl.outfiles import write_files  # regular files only, replaced atomically, both or neither
+
+    write_files({outdir / "report.json": json.dumps(report, indent=2) + "\n",
+                 outdir / "report.md": render_markdown(report, made)})
+    written += [outdir / "report.json", outdir / "report.md"]
     written += [outdir / p for p in made]
     return written
 

@@ -40,7 +40,10 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
     if not host_network:
         svc["hostname"] = node.name  # Docker refuses a hostname together with network_mode: host
     svc["command"] = list(node.argv)
-    svc["environment"] = dict(node.env)
+    env: dict[str, str | None] = dict(node.env)
+    for secret in spec.secret_env:  # no value: docker-compose takes it from its environment (or .env)
+        env[secret.name] = None
+    svc["environment"] = env
     svc["labels"] = dict(node.labels)
     if spec.workdir:
         svc["working_dir"] = launch.CONTAINER_WORKDIR
@@ -115,4 +118,7 @@ def header(spec: JobSpec, name: str) -> str:
                      f"(master {launch.master_addr(spec)}:{spec.port}) with: docker-compose -f <this file> up")
     else:
         lines.append("# Start with: docker-compose -f <this file> up   (or: docker compose -f <this file> up)")
+    if spec.secret_env:
+        names = " ".join(e.name for e in spec.secret_env)
+        lines.append(f"# Secrets, not in this file: set {names} in the environment of docker-compose (or .env).")
     return "\n".join(lines) + "\n"

@@ -115,6 +115,11 @@ def render(spec: JobSpec) -> str:
     body = ["", "set -euo pipefail", ""]
     for key, value in launch.base_env(spec).items():
         body.append(f"export {key}={shlex.quote(value)}")
+    if spec.secret_env:
+        body.append("# Secrets: not in this script; sbatch passes them from the environment it is called from.")
+    for secret in spec.secret_env:  # a name is an env name (rules.env_name): safe unquoted
+        body.append(f': "${{{secret.name}:?is not set: export it before sbatch (its value is not in this script)}}"')
+        body.append(f"export {secret.name}")
     body.append("")
     if spec.master_addr:
         body.append(f"MASTER_ADDR={shlex.quote(spec.master_addr)}")
