@@ -43,6 +43,18 @@ CONFIGS = {
     "r18-nobb-bf16c-2": (2, R18 + ["--no-broadcast-buffers", "--grad-compression", "bf16"], 40, 300),
     "r18-cg-nobb-2": (2, R18 + ["--compile", "--compile-mode", "reduce-overhead", "--no-broadcast-buffers"], 60, 300),
 }
+# issue 13: the whole-step CUDA graph (--step-mode graph), with and without torch.compile, against eager and the
+# classic (seed-style) pipeline: torchvision ResNet-18, PIL per-sample transforms in 4 workers, fp32, eager
+GRAPH = ["--step-mode", "graph"]
+SEED = ["--workload", "cifar10", "--model", "torchvision-resnet18", "--batch-size", "256", "--no-eval",
+        "--sync-check", "off", "--quiet", *CLASSIC, "--no-cudnn-benchmark", "--step-mode", "eager"]
+for _n in (1, 2, 4, 8):
+    CONFIGS[f"r18-eager-{_n}"] = (_n, R18 + ["--step-mode", "eager"], 40, 300)
+    CONFIGS[f"r18-graph-{_n}"] = (_n, R18 + GRAPH, 40, 400)
+    CONFIGS[f"r18-graphc-{_n}"] = (_n, R18 + GRAPH + ["--compile"], 40, 400)
+    CONFIGS[f"r50-graph-{_n}"] = (_n, R50 + GRAPH, 20, 60)
+    CONFIGS[f"r50-eager-{_n}"] = (_n, R50 + ["--step-mode", "eager"], 15, 60)
+    CONFIGS[f"classic-{_n}"] = (_n, SEED, 20, 120)
 DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
 
 
@@ -109,7 +121,8 @@ def main():
         s = r.get("summary", {})
         print(f"{name:24s} gpus={r['gpus']} img/s={s.get('images_per_sec')} step={s.get('step_time_s')} "
               f"data={s.get('data_time_s')} util={s.get('gpu_util')} mem={s.get('gpu_mem_gb')} "
-              f"wall={r.get('wall_s')} {r.get('error', '')[:300]}", flush=True)
+              f"mode={s.get('step_mode')}{'+compile' if s.get('compile') else ''} startup={s.get('startup_s')} "
+              f"capture={s.get('capture_s')} wall={r.get('wall_s')} {r.get('error', '')[-600:]}", flush=True)
         doc = {"device": s.get("device_name") or (results[0].get("summary") or {}).get("device_name"),
                "results": results, "derived": derive(results)}
         with open(a.out, "w") as f:
