@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -51,6 +52,7 @@ SEED = ["--workload", "cifar10", "--model", "torchvision-resnet18", "--batch-siz
 for _n in (1, 2, 4, 8):
     CONFIGS[f"r18-eager-{_n}"] = (_n, R18 + ["--step-mode", "eager"], 40, 300)
     CONFIGS[f"r18-graph-{_n}"] = (_n, R18 + GRAPH, 40, 400)
+    CONFIGS[f"r18-graphddp-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "ddp"], 40, 400)
     CONFIGS[f"r18-graphc-{_n}"] = (_n, R18 + GRAPH + ["--compile"], 40, 400)
     CONFIGS[f"r50-graph-{_n}"] = (_n, R50 + GRAPH, 20, 60)
     CONFIGS[f"r50-eager-{_n}"] = (_n, R50 + ["--step-mode", "eager"], 15, 60)
@@ -73,10 +75,24 @@ def run_one(name, scale, timeout, extra=(), warmup_override=None):
         warmup = warmup_override
     cmd = command(gpus, [*args, *extra], warmup, max(5, int(timed * scale)))
     t0 = time.monotonic()
+    # its own process group, ended as a whole on timeout (killing torchrun alone would orphan its workers)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"name": name, "gpus": gpus, "cmd": " ".join(cmd[1:]), "error": f"timeout after {timeout}s"}
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                out, err = proc.communicate(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return {"name": name, "gpus": gpus, "cmd": " ".join(cmd[1:]),
+                "error": f"timeout after {timeout}s; stderr tail: {(err or '')[-2500:]}"}
+    p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     wall = round(time.monotonic() - t0, 1)
     res = {"name": name, "gpus": gpus, "cmd": " ".join(["python"] + cmd[1:]), "rc": p.returncode, "wall_s": wall}
     try:

@@ -146,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "one CUDA graph and replay it; eager: run it op by op; auto (default): graph on a GPU for runs "
                    f"of at least {GRAPH_MIN_STEPS} steps where nothing rules it out, eager otherwise (the first "
                    "log line says which and why)")
+    g.add_argument("--graph-reducer", choices=("flat", "ddp"), default="flat",
+                   help="how graph mode averages gradients across ranks: flat (default): one NCCL all-reduce of a flat "
+                   "gradient buffer after the backward, BatchNorm buffers broadcast from rank 0 before each forward "
+                   "(as DDP's broadcast_buffers); ddp: DistributedDataParallel built on a side stream with "
+                   "static_graph=True, captured with its bucket hooks")
     g.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=None,
                    help="cuDNN autotuning (default: on for GPU runs except --strategy dp and --deterministic)")
     g.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=True,

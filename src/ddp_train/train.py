@@ -18,6 +18,7 @@ from . import checkpoint as ckpt_mod
 from . import data as data_mod
 from . import stepmode
 from . import sync as sync_mod
+from .flatreduce import FlatAllReduce
 from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
 from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_SYNC, EXIT_USAGE, TrainError
@@ -162,7 +163,11 @@ class Run:
 
         # Graph mode: DDP is built (and the warm-up runs) on a side stream, as whole-network capture with DDP needs
         self.side_stream = torch.cuda.Stream(self.device) if self.graph_mode else None
-        if self.strategy == "ddp" and self.distributed:
+        self.reducer = None
+        if self.strategy == "ddp" and self.distributed and self.graph_mode and a.graph_reducer == "flat":
+            self.reducer = FlatAllReduce(core, broadcast_buffers=a.broadcast_buffers)
+            self.model = core
+        elif self.strategy == "ddp" and self.distributed:
             with (torch.cuda.stream(self.side_stream) if self.graph_mode else contextlib.nullcontext()):
                 if self.graph_mode:
                     self.side_stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -201,7 +206,8 @@ class Run:
             world_size=self.world, strategy=self.strategy, backend=self.backend, launch=self.launch.mode,
             workload=a.workload, model=a.model, device=str(self.device), device_name=device_name(self.device),
             data=src, data_pipeline=self.pipeline, precision=self.precision, channels_last=self.channels_last,
-            compile=self.step_plan.compile, step_mode=self.step_plan.mode, sync_bn=a.sync_bn, per_rank_batch=self.per_rank_batch,
+            compile=self.step_plan.compile, step_mode=self.step_plan.mode,
+            graph_reducer=(a.graph_reducer if self.graph_mode and self.world > 1 else None), sync_bn=a.sync_bn, per_rank_batch=self.per_rank_batch,
             global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
             epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params)
         self.header["step_mode_reason"] = self.step_plan.reason
@@ -335,7 +341,12 @@ class Run:
         """Everything one training step does on the device: forward, loss, backward (DDP all-reduces the gradients
         in its hooks), optimizer step, and the epoch's loss/accuracy sums. In graph mode the captured graph holds
         exactly this, so no host-side work (logging, .item()) is in it."""
-        self.opt.zero_grad(set_to_none=True)  # Python only: backward then writes (not adds) the gradients
+        r = self.reducer
+        if r is None:
+            self.opt.zero_grad(set_to_none=True)  # Python only: backward then writes (not adds) the gradients
+        else:
+            r.zero_grad()  # the flat gradient buffer: the backward adds into it
+            r.pre_forward()
         with self.autocast():
             out = self.model(x)
             loss = self.criterion(out, y)
@@ -345,6 +356,8 @@ class Run:
             self.scaler.update()
         else:
             loss.backward()
+            if r is not None:
+                r.all_reduce()
             self.opt.step()
         with torch.no_grad():
             self.acc.add_(torch.stack([loss.detach().float() * y.shape[0], (out.detach().argmax(1) == y).sum().float()]))
@@ -603,6 +616,12 @@ class Run:
             # Everyone is done before anyone tears down: a rank that leaves while a peer still talks to it
             # makes gloo abort ("terminate called without an active exception").
             dist.barrier()
+            if self.graph is not None:
+                # A CUDA graph that holds NCCL kernels keeps the communicator busy: destroy_process_group then
+                # waits forever (seen on 2x/4x H200, torch 2.11, NCCL 2.28). The process leaves with os._exit
+                # right after this (ddp_train.__main__), which frees both.
+                self.sync_device()
+                return
             dist.destroy_process_group()
 
 
