@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="NHWC memory format (default on GPU)")
     g.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     g.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="torch.compile the model (default: only in graph step mode for very long runs, see --step-mode)")
+                   help="torch.compile the model (default off; combines with --step-mode graph)")
     g.add_argument("--compile-mode", default="default",
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
                    help="torch.compile mode (reduce-overhead uses CUDA graphs to cut per-kernel launch cost)")

@@ -7,8 +7,9 @@ The graph mode captures forward, backward, DDP's gradient all-reduce and the opt
 iterations on that stream before capture) and replays it every step, so the host launches one graph instead of
 hundreds of kernels and NCCL calls. It costs a second or so at start (the warm-up steps are ordinary training
 steps; the capture itself is well under a second), which a run of ``GRAPH_MIN_STEPS`` steps repays.
-``torch.compile`` fuses kernels further but costs tens of seconds of compilation, so ``auto`` turns it on only
-for runs of at least ``COMPILE_MIN_STEPS`` steps.
+``torch.compile`` fuses kernels further but costs tens of seconds of compilation; ``--compile`` combines it with
+the graph (the compiled forward and backward are captured like the eager ones). ``auto`` leaves it off: the
+combination has not been measured on a GPU yet (docs/BENCHMARKS.md), so it is not a default.
 """
 
 from __future__ import annotations
@@ -18,10 +19,6 @@ from dataclasses import dataclass
 from .config import GRAPH_MIN_STEPS
 from .errors import EXIT_USAGE, TrainError
 
-# auto: torch.compile (inductor, tens of seconds to compile a ResNet's forward and backward) only for runs this
-# long: a step ~25 % shorter (measured on ResNet-18 CIFAR, docs/BENCHMARKS.md) repays ~60 s of compilation
-# after roughly this many steps of a 5 ms step.
-COMPILE_MIN_STEPS = 50_000
 # DDP needs this many eager iterations before its state is stable enough to capture (PyTorch CUDA graphs notes:
 # "at least 11 DDP-enabled eager iterations"); without DDP a few suffice (cuDNN autotuning, optimizer state).
 DDP_WARMUP_ITERS = 11
@@ -85,10 +82,7 @@ def plan_step(*, requested: str, device_type: str, strategy: str, precision: str
         return StepPlan("eager", want_compile,
                         f"{planned_steps} steps planned, fewer than {GRAPH_MIN_STEPS}: a capture would not repay "
                         "its warm-up", 0)
-    reason = f"{planned_steps} steps planned >= {GRAPH_MIN_STEPS}; capture costs ~1 s"
+    reason = f"{planned_steps} steps planned >= {GRAPH_MIN_STEPS}; warm-up and capture cost ~1 s"
     if compile is None:
-        want_compile = planned_steps >= COMPILE_MIN_STEPS
-        reason += (f"; torch.compile on: >= {COMPILE_MIN_STEPS} steps repay its compile time" if want_compile else
-                   f"; no torch.compile: its tens of seconds of compiling repay only over >= {COMPILE_MIN_STEPS} "
-                   "steps (--compile forces it)")
+        reason += "; no torch.compile unless --compile (tens of seconds of compiling)"
     return StepPlan("graph", want_compile, reason, warm)

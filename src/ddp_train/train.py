@@ -18,10 +18,10 @@ from . import checkpoint as ckpt_mod
 from . import data as data_mod
 from . import stepmode
 from . import sync as sync_mod
-from .flatreduce import FlatAllReduce
 from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
 from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_SYNC, EXIT_USAGE, TrainError
+from .flatreduce import FlatAllReduce
 from .metrics import GpuStats, MetricsFile, Progress, device_name
 from .models import build_model, convert_sync_bn
 
@@ -108,11 +108,11 @@ class Run:
             raise TrainError(f"--warmup-steps {self.warmup_steps} leaves no timed step out of {self.stop_at}; "
                              "lower it or raise --max-steps/--epochs", EXIT_USAGE)
         self.log_interval = a.log_interval or max(1, self.steps_per_epoch // 10)
-        # steps this process will run: known only after a resume, so planned on the full run here and checked again
+        # planned on the whole run (a resumed run plans the same way, so it picks the same mode)
         self.step_plan = stepmode.plan_step(
             requested=a.step_mode, device_type=self.device.type, strategy=self.strategy, precision=self.precision,
             compile=a.compile, compile_mode=a.compile_mode, sync_bn=a.sync_bn, grad_compression=a.grad_compression,
-            planned_steps=self.stop_at, distributed=self.distributed and self.world > 1)
+            planned_steps=self.stop_at, distributed=self.strategy == "ddp" and self.distributed)
         self.graph_mode = self.step_plan.mode == "graph"
         if self.graph_mode and self.warmup_steps <= self.step_plan.warmup_iters \
                 and self.step_plan.warmup_iters + 1 < self.stop_at:
@@ -153,7 +153,6 @@ class Run:
             return 0.5 * (1 + math.cos(math.pi * progress))
 
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, factor)
-        self.lr_factor = factor
         self.scaler = torch.amp.GradScaler("cuda") if (self.precision == "fp16" and self.cuda) else None
         self.criterion = nn.CrossEntropyLoss(label_smoothing=a.label_smoothing)
 
@@ -207,7 +206,8 @@ class Run:
             workload=a.workload, model=a.model, device=str(self.device), device_name=device_name(self.device),
             data=src, data_pipeline=self.pipeline, precision=self.precision, channels_last=self.channels_last,
             compile=self.step_plan.compile, step_mode=self.step_plan.mode,
-            graph_reducer=(a.graph_reducer if self.graph_mode and self.world > 1 else None), sync_bn=a.sync_bn, per_rank_batch=self.per_rank_batch,
+            graph_reducer=(a.graph_reducer if self.graph_mode and self.distributed else None), sync_bn=a.sync_bn,
+            per_rank_batch=self.per_rank_batch,
             global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
             epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params)
         self.header["step_mode_reason"] = self.step_plan.reason

@@ -4,7 +4,7 @@ import pytest
 
 from ddp_train.config import GRAPH_MIN_STEPS
 from ddp_train.errors import EXIT_USAGE, TrainError
-from ddp_train.stepmode import COMPILE_MIN_STEPS, DDP_WARMUP_ITERS, PLAIN_WARMUP_ITERS, plan_step
+from ddp_train.stepmode import DDP_WARMUP_ITERS, PLAIN_WARMUP_ITERS, plan_step
 
 GPU = dict(requested="auto", device_type="cuda", strategy="ddp", precision="bf16", compile=None,
            compile_mode="default", sync_bn=False, grad_compression="none", planned_steps=1000, distributed=True)
@@ -24,11 +24,12 @@ def test_auto_short_run_stays_eager_and_says_why():
     assert p.mode == "eager" and f"fewer than {GRAPH_MIN_STEPS}" in p.reason
 
 
-def test_auto_compiles_only_very_long_runs_and_flags_win():
-    assert plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS}).compile is True
-    assert "torch.compile on" in plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS}).reason
-    assert plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS, "compile": False}).compile is False
+def test_compile_only_when_asked():
+    assert plan_step(**{**GPU, "planned_steps": 10**6}).compile is False
+    assert "no torch.compile unless --compile" in plan_step(**GPU).reason
     assert plan_step(**{**GPU, "compile": True}).compile is True
+    assert plan_step(**{**GPU, "compile": True}).describe().startswith("whole step in one CUDA graph + torch.compile")
+    assert plan_step(**{**GPU, "device_type": "cpu", "compile": True}).compile is True  # eager + compile, as before
 
 
 @pytest.mark.parametrize("change, why", [
