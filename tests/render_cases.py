@@ -23,6 +23,7 @@ COMPOSE = {
                    "hosts": ["10.0.0.1", "10.0.0.2", "10.0.0.3"], "device_ids": ["4", "5"]},
     "master-addr": {"name": "ma", "nodes": 2, "network": "host", "hosts": ["h1", "h2"],
                     "master_addr": "10.1.1.1"},
+    "user": {"name": "usr", "nodes": 2, "user": "1000:1000", "workdir": "."},
 }
 
 PYTORCHJOB = {

@@ -24,6 +24,10 @@ COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("workdir", lambda s: s.workdir is not None,
                 "a directory on this machine cannot be mounted into a cluster pod",
                 "bake the code into the image, or mount it with an absolute volume path on the nodes"),
+    Unsupported("user", lambda s: s.user is not None,
+                "a pod's user comes from its securityContext (runAsUser/runAsGroup) or the image",
+                "drop user; set securityContext.runAsUser/runAsGroup with a kustomize patch or the cluster's "
+                "policy"),
     Unsupported("relative volume sources", lambda s: any(not v.source.startswith("/") for v in s.volumes),
                 "volumes become hostPath mounts, which need absolute paths on the cluster nodes",
                 "give absolute volume sources"),

@@ -25,6 +25,10 @@ TARGET = "compose"
 UNSUPPORTED: tuple[Unsupported, ...] = ()
 
 
+def _root_user(user: str) -> bool:
+    return user.split(":", 1)[0] in ("0", "root")
+
+
 def _gpu_devices(req: launch.GpuRequest) -> list[dict[str, Any]]:
     device: dict[str, Any] = {"driver": "nvidia"}
     if req.device_ids:
@@ -40,8 +44,13 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
     if not host_network:
         svc["hostname"] = node.name  # Docker refuses a hostname together with network_mode: host
     svc["command"] = list(node.argv)
-    svc["environment"] = dict(node.env)
+    env = dict(node.env)
+    if spec.user and not _root_user(spec.user):
+        env.setdefault("HOME", "/tmp")  # a uid without a passwd entry in the image has HOME=/ (not writable)
+    svc["environment"] = env
     svc["labels"] = dict(node.labels)
+    if spec.user:
+        svc["user"] = spec.user
     if spec.workdir:
         svc["working_dir"] = launch.CONTAINER_WORKDIR
     volumes = [str(v) for v in spec.volumes]
