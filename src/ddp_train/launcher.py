@@ -190,7 +190,8 @@ def root_cause(failures: dict, last: dict[int, tuple[str, float]]) -> RankFailur
         sig = _signal_name(-code) if code < 0 else None
         lost = (code in LOST_PEER_CODES or code == -signal.SIGTERM or _looks_like_lost_peer(text))
         found.append(RankFailure(rank, failure_exit_code(code), sig, text[:500], lost, at))
-    found.sort(key=lambda f: (f.lost_peer, f.at, f.rank))
+    # a rank the agent stopped (SIGTERM) after another failed says least; then the earliest error line
+    found.sort(key=lambda f: (f.lost_peer, f.signal == "SIGTERM", f.at, f.rank))
     return found[0]
 
 

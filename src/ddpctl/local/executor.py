@@ -239,13 +239,14 @@ def node_ranks(command: tuple[str, ...] | list[str]) -> range | None:
         return None
     flags: dict[str, str] = {}
     args = list(command[1:])
-    for i, arg in enumerate(args):
-        if arg == "--no-python" or not arg.startswith("-"):
-            break
-        key, eq, value = arg.partition("=")
-        if not eq and i + 1 < len(args):
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--no-python":
+        key, eq, value = args[i].partition("=")
+        if not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
             value = args[i + 1]
+            i += 1
         flags[key.replace("_", "-")] = value
+        i += 1
     try:
         nproc, node = int(flags["--nproc-per-node"]), int(flags["--node-rank"])
     except (KeyError, ValueError):
