@@ -115,7 +115,7 @@ def test_closing_stdout_stops_and_removes_the_job(engine, cpu_image, job_name, t
                           env=dict(os.environ, NO_COLOR="1"))
     err = (tmp_path / "up.err").read_text()
     lines = proc.stdout.splitlines()
-    assert len(lines) == 3 and all("READY" in ln for ln in lines[:2]), (proc.stdout, err)
+    assert len(lines) == 3 and all(ln.startswith("node-") for ln in lines[:2]), (proc.stdout, err)
     assert lines[2] == "status 141", (proc.stdout, err)
     assert f"stdout closed: stopping job {job_name}" in err and f"job {job_name} stopped and removed" in err, err
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
@@ -150,8 +150,6 @@ def test_files_written_through_workdir_belong_to_the_caller(engine, cpu_image, j
         pytest.skip("needs the engine on a local unix socket to run ddpctl as another user")
     sock = host[len("unix://"):] if host else sock
     runner, uid, gid = _non_root_runner(os.stat(sock).st_gid)
-    if runner and not (os.stat(DDPCTL).st_mode & 0o005):
-        pytest.skip(f"{DDPCTL} is not readable by other users")
     work = Path(tempfile.mkdtemp(prefix="ddpctl-owner-"))  # not under pytest's root-only tmp dir
     try:
         os.chown(work, uid, gid)
@@ -160,6 +158,10 @@ def test_files_written_through_workdir_belong_to_the_caller(engine, cpu_image, j
         def as_user(*cmd: str, timeout: int = 400) -> subprocess.CompletedProcess:
             return subprocess.run([*runner, *cmd], cwd=work, capture_output=True, text=True, env=env,
                                   timeout=timeout)
+
+        reach = as_user(DDPCTL, "--version")
+        assert reach.returncode == 0, (f"uid {uid} cannot run {DDPCTL} ({reach.stderr.strip()[-300:]}): every "
+                                       "directory above the checkout must be world-traversable (chmod o+x)")
 
         up = as_user(DDPCTL, "up", "--name", job_name, "--image", cpu_image, "--nodes", "2", "--workdir", ".", "--",
                      "ddp-train", "--workload", "toy", "--train-size", "256", "--test-size", "64", "--batch-size",
@@ -181,3 +183,18 @@ def test_files_written_through_workdir_belong_to_the_caller(engine, cpu_image, j
             assert as_user("rm", "-r", str(work / "byroot")).returncode != 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_an_image_without_the_launcher_is_one_line_and_leaves_nothing(engine, cpu_image, job_name):
+    from ddpctl.images import DEFAULT_LOCAL_BASE  # Debian + Python, no ddp-train: what `make image-cpu` starts from
+
+    try:
+        engine.images.get(DEFAULT_LOCAL_BASE)
+    except Exception:  # noqa: BLE001
+        pytest.skip(f"{DEFAULT_LOCAL_BASE} is not on this engine (make image-cpu builds it)")
+    proc = ddpctl("up", "--name", job_name, "--image", DEFAULT_LOCAL_BASE, "--nodes", "2", "-d")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and lines[-1].startswith(
+        f"error: image {DEFAULT_LOCAL_BASE} has no 'ddp-train-launch'"), proc.stderr
+    assert "--base" in lines[-1] and "Traceback" not in proc.stderr
+    assert labelled(engine, job_name) == ([], [])

@@ -157,7 +157,14 @@ def start(job: Job, engine: Engine) -> None:
         _rollback(engine, list(job.ids.values()), job.network_id)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise EngineError(f"starting job {job.plan.job} failed ({_reason(exc)}); nothing was left behind",
+        reason = _reason(exc)
+        launcher = job.plan.containers[0].argv[0] if job.plan.containers else ""
+        if "executable file not found" in reason and launcher and launcher in reason:
+            raise EngineError(f"image {job.plan.image} has no '{launcher}' (the ddp-train package's torchrun "
+                              "wrapper every node starts with); nothing was left behind",
+                              f"build on it with 'ddpctl image build --base {job.plan.image} --tag ...', or "
+                              "'pip install' this project in it") from None
+        raise EngineError(f"starting job {job.plan.job} failed ({reason}); nothing was left behind",
                           "fix the cause above and run 'ddpctl up' again") from None
 
 
