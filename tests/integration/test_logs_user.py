@@ -186,7 +186,8 @@ def test_files_written_through_workdir_belong_to_the_caller(engine, cpu_image, j
 
 
 def test_an_image_without_the_launcher_is_one_line_and_leaves_nothing(engine, cpu_image, job_name):
-    from ddpctl.images import DEFAULT_LOCAL_BASE  # Debian + Python, no ddp-train: what `make image-cpu` starts from
+    # Debian + Python without ddp-train: what `make image-cpu` starts from
+    from ddpctl.images import DEFAULT_LOCAL_BASE
 
     try:
         engine.images.get(DEFAULT_LOCAL_BASE)
