@@ -222,13 +222,22 @@ def _quiet_torch_logging() -> None:
             handler.addFilter(flt)
 
 
+# torchrun flags that take no value (every other flag before the training command takes one)
+_NO_VALUE = {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path",
+             "--virtual-local-rank", "--virtual_local_rank", "-h", "--help"}
+
+
 def _has_flag(argv: list[str], *flags: str) -> bool:
-    """Is one of torchrun's own flags given before the training command?"""
-    for arg in argv:
+    """Is one of torchrun's own flags given before the training command (whose flags are its own)?"""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
         if not arg.startswith("-"):
-            return False  # the training script / command: its flags are not torchrun's
-        if arg.split("=", 1)[0] in flags:
+            return False  # the training script / command
+        key = arg.split("=", 1)[0]
+        if key in flags:
             return True
+        i += 1 if "=" in arg or key in _NO_VALUE else 2
     return False
 
 

@@ -130,3 +130,14 @@ def test_job_root_cause_skips_nodes_that_failed_because_of_another():
     assert executor.root_cause([first_but_peer]) is first_but_peer
     msg = executor.failure_message("j", 1, 1, None, real).message
     assert msg.startswith("node 1 (j-node-1) of job j failed: rank 3 exited with code 1: ValueError: boom; see ")
+
+
+def test_tee_is_added_unless_torchrun_flags_ask_for_their_own(monkeypatch):
+    monkeypatch.delenv("PET_TEE", raising=False)
+    monkeypatch.delenv("PET_REDIRECTS", raising=False)
+    plain = ["--nnodes", "2", "--standalone", "--no-python", "python", "x.py", "--tee", "9"]
+    assert launcher._with_tee(plain) == ["--tee", "3", *plain]  # x.py's own --tee is not torchrun's
+    for own in (["--nnodes", "2", "--tee", "1", "x.py"], ["--redirects=3", "x.py"], ["-t", "2", "x.py"]):
+        assert launcher._with_tee(own) == own
+    monkeypatch.setenv("PET_TEE", "1")
+    assert launcher._with_tee(plain) == plain

@@ -4,7 +4,8 @@ Single host: one service per node named ``<job>-node-<i>`` (also its ``container
 private bridge network ``<job>-net``; node 0 is the master; no published ports. Multi-host (``hosts`` with more
 than one entry): one file per host, each with that host's node only, ``network_mode: host`` and the master's
 real address (the first host). Commands and env come from :func:`ddpctl.launch.local_nodes`, the same contract
-``ddpctl up`` uses.
+``ddpctl up`` uses (each node starts through ``ddp-train-launch``). ``user`` is written only when the spec sets
+it (``ddpctl up`` defaults to the caller's uid:gid; a portable file cannot), with ``HOME=/tmp`` for non-root.
 
 Compatibility: no service-level ``gpus:`` and no top-level ``name:`` (docker-compose 1.x rejects both); GPUs
 are ``deploy.resources.reservations.devices``; ``ulimits`` are plain integers; every ``$`` in user text is
