@@ -114,7 +114,8 @@ def test_labels_and_silent_ranks():
     argv = ("ddp-train-launch", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "1", "--master-addr",
             "n0", "--no-python", "python", "x.py", "--node-rank", "7")
     assert executor.node_ranks(argv) == range(2, 4)
-    assert executor.node_ranks(("torchrun", "--nproc_per_node=4", "--node_rank=2", "x.py")) == range(8, 12)
+    assert executor.node_ranks(("ddp-train-launch", "--nproc_per_node=4", "--node_rank=2", "x.py")) == range(8, 12)
+    assert executor.node_ranks(("torchrun", "--nproc-per-node", "4", "--node-rank", "2", "x.py")) is None
     assert executor.node_ranks(("python", "x.py")) is None
     assert executor.silent_ranks_line(1, range(2, 4), {2, 3}) is None
     assert executor.silent_ranks_line(1, range(2, 4), {2}) == "node-1: rank-3 printed nothing"

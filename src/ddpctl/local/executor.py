@@ -210,7 +210,7 @@ RESET = "\x1b[0m"
 # (ddpctl never imports ddp_train: the image's launcher and this parser meet only in the text).
 RANK_LINE = re.compile(r"^rank-(\d+) \| ")
 LAUNCH_FAILURE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
-LAUNCHERS = ("ddp-train-launch", "torchrun")
+LAUNCHER = "ddp-train-launch"  # plain torchrun (a job started by an older ddpctl) does not prefix ranks
 
 
 def split_rank(line: str) -> tuple[int | None, str]:
@@ -242,7 +242,7 @@ def label_width(nodes: int, world_size: int) -> int:
 
 def node_ranks(command: tuple[str, ...] | list[str]) -> range | None:
     """The global ranks a node runs, from its launcher's static-rendezvous flags (None if unknown)."""
-    if not command or command[0].rsplit("/", 1)[-1] not in LAUNCHERS:
+    if not command or command[0].rsplit("/", 1)[-1] != LAUNCHER:
         return None
     flags: dict[str, str] = {}
     args = list(command[1:])
