@@ -77,6 +77,12 @@ def test_containers_run_as_the_caller_with_a_writable_home_unless_user_is_given(
                                             default_user="7:7").containers[0])
     assert own_home["environment"]["HOME"] == "/h"
     assert "user" not in container_request(plan_local(spec, cwd=CWD).containers[0])  # the image's user
+    # nothing of the host mounted (or only a named volume): the image's user, whose /workspace it is
+    for no_bind in ({"name": "u"}, {"name": "u", "volumes": ["cache:/cache"]}):
+        req = container_request(plan_local(spec_from_dict(no_bind), cwd=CWD, default_user="7:7").containers[0])
+        assert "user" not in req and "HOME" not in req["environment"]
+    bind_volume = spec_from_dict({"name": "u", "volumes": ["/data:/data"]})
+    assert container_request(plan_local(bind_volume, cwd=CWD, default_user="7:7").containers[0])["user"] == "7:7"
 
 
 @pytest.mark.parametrize("target, needle", [

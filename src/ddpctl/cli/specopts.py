@@ -58,8 +58,8 @@ Workdir = Annotated[Optional[str], typer.Option(
     "--workdir", help="Host directory mounted at /workspace and used as working directory (e.g. '.').",
     rich_help_panel=SPEC_PANEL, show_default=False)]
 User = Annotated[Optional[str], typer.Option(
-    "--user", help="uid[:gid] or name the containers run as, e.g. root (up: the caller's uid:gid by default, "
-    "so files written through --workdir/--volume are yours; compose: the image's user unless given).",
+    "--user", help="uid[:gid] or name the containers run as, e.g. root (up: the caller's uid:gid when a host "
+    "directory is mounted, so files written through --workdir/--volume are yours; compose: only when given).",
     rich_help_panel=SPEC_PANEL, show_default=False)]
 Command = Annotated[Optional[list[str]], typer.Argument(
     help="Command to run in every process after '--' (default: ddp-train).", show_default=False)]

@@ -102,8 +102,10 @@ def is_root(user: str | None) -> bool:
 def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None) -> LocalPlan:
     """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths.
 
-    ``default_user`` (``ddpctl up`` passes the caller's ``uid:gid``) is the containers' user unless the spec
-    sets ``user``, so files they write through bind mounts belong to the caller.
+    ``default_user`` (``ddpctl up`` passes the caller's ``uid:gid``) is the containers' user when they
+    bind-mount a host directory (``workdir``, a volume with a path) and the spec sets no ``user``, so files
+    they write there belong to the caller. Without a bind mount the image's user (root) stays: nothing the
+    job writes reaches the host, and the image's own directories (``/workspace``) are root's.
     """
     if spec.multi_host:
         raise UnsupportedFeature(
@@ -120,7 +122,7 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None) -> 
     ulimits = [("stack", launch.STACK_ULIMIT, launch.STACK_ULIMIT)]
     if spec.memlock:
         ulimits.append(("memlock", -1, -1))
-    user = spec.user or default_user
+    user = spec.user or (default_user if any(m.bind for m in mounts) else None)
     containers = []
     for node in launch.local_nodes(spec):
         env = node.env
