@@ -106,6 +106,30 @@ def test_a_failing_rank_ends_the_job_with_one_root_cause_line(engine, cpu_image,
     assert (1, 3, "ValueError: boom on rank 3") in _parse(proc.stdout)
 
 
+PEER_FIRST = r"""
+import os, sys, time
+r = int(os.environ["RANK"])
+if r < 2:  # node 0 fails at once, the way a rank that lost its peer does
+    print("RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:1", file=sys.stderr, flush=True)
+    sys.exit(1)
+if r == 2:  # node 1 fails a moment later with the real cause
+    time.sleep(1.5)
+    raise ValueError("the real cause on rank 2")
+time.sleep(60)
+"""
+
+
+def test_the_root_cause_is_named_even_when_a_node_that_lost_its_peer_exits_first(engine, cpu_image, job_name,
+                                                                                   tmp_path):
+    (tmp_path / "peer.py").write_text(PEER_FIRST)
+    proc = ddpctl("up", "--name", job_name, "--image", cpu_image, "--nodes", "2", "--nproc-per-node", "2",
+                  "--workdir", ".", "--", "python", "peer.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: node 1 ({job_name}-node-1) of job {job_name} failed: rank 2 exited with code 1: "
+                           "ValueError: the real cause on rank 2; "), (last, proc.stdout[-3000:])
+
+
 def test_closing_stdout_stops_and_removes_the_job(engine, cpu_image, job_name, tmp_path):
     """A real shell pipeline: `ddpctl up ... | head -n 2` with a job that would run forever."""
     (tmp_path / "sleeper.py").write_text(SLEEPER)

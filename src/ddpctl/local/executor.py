@@ -210,6 +210,7 @@ RESET = "\x1b[0m"
 # (ddpctl never imports ddp_train: the image's launcher and this parser meet only in the text).
 RANK_LINE = re.compile(r"^rank-(\d+) \| ")
 LAUNCH_FAILURE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
+PEER_GRACE_S = 5.0  # after a node that lost a peer exits, how long the others may take to report before a stop
 LAUNCHER = "ddp-train-launch"  # plain torchrun (a job started by an older ddpctl) does not prefix ranks
 
 
@@ -338,7 +339,19 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
     codes: dict[int, int] = {}
     first: int | None = None
     stopped: set[int] = set()
+    lost_peer: set[int] = set()  # nodes whose launcher said its failure was a lost peer
+    stop_at: float | None = None
+
+    def stop_the_rest() -> None:
+        for r, cid in job.ids.items():
+            if r not in codes and r not in stopped:
+                stopped.add(r)
+                threading.Thread(target=engine.stop, args=(cid, 5), daemon=True).start()
+
     while len(codes) < len(job.ids):
+        if stop_at is not None and time.monotonic() >= stop_at:
+            stop_at = None
+            stop_the_rest()
         try:
             kind, rank, value = q.get(timeout=0.2)
         except queue.Empty:
@@ -346,6 +359,9 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
                 raise OutputClosed() from None
             continue
         if kind == "line":
+            found = LAUNCH_FAILURE.match(value)
+            if found and "lost a peer" in (found.group(3) or ""):
+                lost_peer.add(rank)
             try:
                 out.write(format_line(rank, value, width, color) + "\n")
                 out.flush()
@@ -356,10 +372,9 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
         if value != 0 and first is None:
             first = rank
             if stop_on_failure:
-                for r, cid in job.ids.items():
-                    if r not in codes:
-                        stopped.add(r)
-                        threading.Thread(target=engine.stop, args=(cid, 5), daemon=True).start()
+                # A node that only lost its peer failed second: give the node that failed first a moment to
+                # report its own root cause before it is stopped.
+                stop_at = time.monotonic() + (PEER_GRACE_S if rank in lost_peer else 0.0)
     return Outcome(codes, first, stopped=stopped)
 
 
