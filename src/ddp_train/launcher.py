@@ -15,9 +15,11 @@ It runs torchrun's own ``main`` in-process (same flags, same ``PET_*`` environme
   worker killed by signal N gives 128 + N, as a shell would report it.
 - **One line instead of launcher tracebacks.** A failure ends with one line on stderr,
   ``ddp-train-launch: rank R failed (exit code C[, lost a peer]): <the rank's last error line>``, instead of
-  torchrun's ChildFailedError table; a stop by signal and an agent error (rendezvous, a store that went
-  away) are one line each too. The root cause among several failed ranks is a rank whose error is not a
-  lost peer (a worker whose collective failed because another one died), the earliest such.
+  torchrun's ChildFailedError table; a stop by signal and an agent error are one line each too (an agent
+  that cannot reach the store or finish the rendezvous exits 128, retryable, like ddp-train's "master
+  unreachable"; any other agent error 1), and the C++ stack traces c10d writes to fd 2 are dropped (its
+  one-line messages stay). The root cause among several failed ranks is a rank whose error is not a lost
+  peer (a worker whose collective failed because another one died), the earliest such.
 """
 
 from __future__ import annotations
@@ -56,6 +58,20 @@ def failure_exit_code(exitcode: int) -> int:
     if exitcode < 0:
         return 128 + (-exitcode)
     return exitcode if exitcode > 0 else 1
+
+
+# The agent could not reach its peers' store or finish the rendezvous: the master is not up (yet) or went
+# away. Retryable, like ddp-train's own "master unreachable" (128), so restartPolicy: ExitCode retries it.
+AGENT_NETWORK_ERRORS = ("DistNetworkError", "DistStoreError", "RendezvousError", "RendezvousTimeoutError",
+                        "RendezvousConnectionError", "RendezvousClosedError", "RendezvousStateError")
+EXIT_AGENT_NETWORK = 128
+
+
+def agent_error_exit_code(exc: BaseException) -> int:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & set(AGENT_NETWORK_ERRORS) or isinstance(exc, (ConnectionError, TimeoutError)):
+        return EXIT_AGENT_NETWORK
+    return 1
 
 
 def _signal_name(num: int) -> str:
@@ -149,6 +165,56 @@ class RankLines(io.TextIOBase):
                 raw = raw[os.write(self._fd, raw):]
         except OSError:  # the reader went away (stdout closed): keep the workers' lives independent of it
             self.broken = True
+
+
+# c10d's C++ code writes its warnings and errors straight to fd 2, each with a C++ stack trace
+_CPP_TRACE = re.compile(r"^(frame #\d+: |<omitting python frames>$|Exception raised from .*\(most recent call first\):$)")
+
+
+class CppTraceFilter:
+    """Routes fd 2 (where C++ writes, bypassing ``sys.stderr``) through ``sink`` without the stack traces.
+
+    The one-line messages stay (``[E... TCPStore.cpp:...] [c10d] ... timed out``); the ``frame #N: ...``
+    dumps after them go. ``sink`` must not write to fd 2 itself (it gets a duplicate of the real stderr).
+    """
+
+    def __init__(self, sink: RankLines, real_stderr: int) -> None:
+        self._sink = sink
+        self._real = real_stderr
+        r, w = os.pipe()
+        os.dup2(w, 2)
+        os.close(w)
+        self._r = r
+        self._thread = threading.Thread(target=self._pump, name="ddp-train-launch-fd2", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        buf = b""
+        after_trace = False
+        while True:
+            try:
+                chunk = os.read(self._r, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                if _CPP_TRACE.match(line) or (after_trace and not line.strip()):
+                    after_trace = True
+                    continue
+                after_trace = False
+                self._sink.write(line + "\n")
+        if buf:
+            self._sink.write(buf.decode("utf-8", "replace") + "\n")
+
+    def close(self) -> None:
+        """Put the real stderr back on fd 2 (the pipe's last writer goes) and wait for the rest."""
+        os.dup2(self._real, 2)
+        self._thread.join(timeout=5)
+        os.close(self._r)
 
 
 @dataclass(frozen=True)
@@ -257,10 +323,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args = _with_tee(args)
     os.environ.setdefault("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", PREFIX_TEMPLATE)
+    real_stderr = os.dup(2)
     out = RankLines(sys.stdout.fileno())
-    err = RankLines(sys.stderr.fileno(), keep_last=True)
+    err = RankLines(real_stderr, keep_last=True)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err  # before torch is imported: its log handlers write here
+    cpp = CppTraceFilter(err, real_stderr)
     code = 0
     try:
         from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -282,12 +350,14 @@ def main(argv: list[str] | None = None) -> int:
             code = 128 + num
         except Exception as exc:  # noqa: BLE001 - one line instead of the agent's traceback
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            err.write(f"ddp-train-launch: error: {type(exc).__name__}: {first}\n")
-            code = 1
+            code = agent_error_exit_code(exc)
+            err.write(f"ddp-train-launch: error: {type(exc).__name__}: {first} (exit code {code})\n")
     finally:
         out.finish()
+        cpp.close()
         err.finish()
         sys.stdout, sys.stderr = saved
+        os.close(real_stderr)
     return code
 
 

@@ -4,7 +4,9 @@ launchers on a static rendezvous on this host, as ``ddpctl up`` starts them), 2 
 - every line a worker writes comes out whole, prefixed with its global rank, even when the worker writes
   it in pieces and all four ranks write at once;
 - a worker that fails ends its node with one root-cause line (rank, exit code, last error line); the other
-  node, whose workers only lost their peer, says so; no launcher tracebacks on either node.
+  node, whose workers only lost their peer, says so; no launcher tracebacks on either node;
+- an agent that cannot reach the master's store is one line with the retryable exit code 128, without the
+  C++ stack traces c10d writes to fd 2.
 """
 
 from __future__ import annotations
@@ -100,3 +102,16 @@ def test_a_failing_rank_ends_its_node_with_one_root_cause_line_and_no_launcher_t
         text = "\n".join(launcher_lines)
         assert "Traceback" not in text and "ChildFailedError" not in text and "failed (exitcode" not in text, text
         assert sum(ln.startswith("ddp-train-launch: ") for ln in launcher_lines) == 1, text
+
+
+def test_an_unreachable_master_is_one_retryable_line_without_cpp_stack_traces():
+    port = str(free_port())  # nobody listens there
+    proc = subprocess.run([sys.executable, "-m", "ddp_train.launcher", "--nnodes", "2", "--nproc-per-node", "1",
+                           "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", port,
+                           "--rdzv-conf", "timeout=3", "--no-python", "true"],
+                          capture_output=True, text=True, timeout=120, env=env())
+    assert proc.returncode == 128, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("ddp-train-launch: error: DistNetworkError: ") and lines[-1].endswith("(exit code 128)")
+    assert "frame #" not in proc.stderr and "Traceback" not in proc.stderr and "most recent call" not in proc.stderr
+    assert any("[c10d]" in ln and "timed out" in ln for ln in lines)  # c10d's own one-line messages stay
