@@ -10,7 +10,8 @@ Slurm) gets its command from here, so there is one copy of the rules:
 - PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
   torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
   ``PET_MASTER_PORT``), see docs/render.md;
-- Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``.
+- Slurm: a static rendezvous too, node rank = ``$SLURM_NODEID`` (set per task by srun, passed to torchrun as
+  ``PET_NODE_RANK``), master = the first host of ``$SLURM_JOB_NODELIST`` (the node whose id is 0).
 
 The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``
 both work unchanged.
@@ -220,12 +221,21 @@ def operator_command(spec: JobSpec) -> list[str]:
 
 
 def slurm_command(spec: JobSpec) -> list[str]:
-    """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time."""
+    """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time.
+
+    A static rendezvous: the node rank comes from each task's ``SLURM_NODEID`` through ``PET_NODE_RANK``
+    (see :data:`SLURM_NODE_RANK`), node 0 hosts the store. Unlike a c10d rendezvous, there is no rendezvous
+    to close at the end, so the non-master nodes print no shutdown errors when the master's store goes away.
+    """
     return torchrun_argv(
         spec,
         nnodes=ShellExpr('"$SLURM_JOB_NUM_NODES"'),
         nproc_per_node=str(spec.procs_per_node),
-        rdzv_backend="c10d",
-        rdzv_endpoint=ShellExpr(f'"$MASTER_ADDR:{spec.port}"'),
-        rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
+        master=ShellExpr('"$MASTER_ADDR"'),
+        master_port=str(spec.port),
     )
+
+
+# Run by srun before torchrun on every node: the task's own SLURM_NODEID (expanded in the task, not in the
+# batch script) becomes torchrun's --node-rank, read from PET_NODE_RANK.
+SLURM_NODE_RANK = ("sh", "-c", 'export PET_NODE_RANK="$SLURM_NODEID"; exec "$@"', "sh")

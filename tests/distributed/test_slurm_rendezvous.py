@@ -1,10 +1,9 @@
 """The rendered sbatch script, run for real: bash executes it, a local ``srun`` starts its command once per
-"node" (as Slurm does, with SLURM_NODEID/SLURM_PROCID set), and real torchrun agents meet in the c10d
-rendezvous the script points them at. Every process reports the RANK/WORLD_SIZE torchrun gave it.
+"node" (as Slurm does, with SLURM_NODEID/SLURM_PROCID set), and real torchrun agents meet in the static
+rendezvous the script points them at (node rank from each task's SLURM_NODEID). Every process reports the RANK/WORLD_SIZE torchrun gave it.
 
-Only Slurm itself is a stand-in (no slurmctld here); bash, torchrun and its c10d rendezvous are real. This
-shows what the topology table cannot: under c10d, node ranks are assigned at run time, and they come out
-distinct.
+Only Slurm itself is a stand-in (tests/slurm runs the same script on a real Slurm cluster); bash, torchrun
+and its rendezvous are real.
 """
 
 import json

@@ -1,7 +1,8 @@
 """Slurm renderer: an sbatch script that runs ``torchrun`` on every node through ``srun``.
 
 One task per node (``--ntasks-per-node=1``), each task a torchrun agent with ``nproc_per_node`` workers and a
-c10d rendezvous at the first host of ``$SLURM_JOB_NODELIST`` (:func:`ddpctl.launch.slurm_command`). Optionally
+static rendezvous: node rank ``$SLURM_NODEID``, master the first host of ``$SLURM_JOB_NODELIST``
+(:func:`ddpctl.launch.slurm_command`). Optionally
 inside a container: pyxis (``srun --container-image``) or Apptainer/Singularity (``apptainer exec``).
 
 Quoting: every value that reaches the shell goes through :func:`shlex.quote`, except the
@@ -119,7 +120,7 @@ def render(spec: JobSpec) -> str:
     if spec.master_addr:
         body.append(f"MASTER_ADDR={shlex.quote(spec.master_addr)}")
     else:
-        body.append("# The first host of the allocation runs the c10d rendezvous.")
+        body.append("# The first host of the allocation (SLURM_NODEID 0, node rank 0) hosts the rendezvous store.")
         body.append('MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"')  # sed, not head: no SIGPIPE under pipefail
     body.append("export MASTER_ADDR")
     body.append("")
@@ -127,6 +128,7 @@ def render(spec: JobSpec) -> str:
     srun = ["srun", "--nodes=" + str(spec.nodes), "--ntasks-per-node=1", "--kill-on-bad-exit=1", *srun_opts]
     torchrun = launch.slurm_command(spec)
     body.append(" ".join(_q(w) for w in srun) + " \\")
+    body.append("    " + " ".join(_q(w) for w in launch.SLURM_NODE_RANK) + " \\")
     if prefix:
         body.append("    " + " ".join(_q(w) for w in prefix) + " \\")
     body.append("    " + " ".join(_q(w) for w in torchrun))
