@@ -4,6 +4,7 @@
 - ``image``   -> ddpctl.cli.image    (build | base | check)
 - ``up/ps/logs/down`` -> ddpctl.cli.cluster
 - ``bench``   -> ddpctl.cli.bench
+- ``doctor``  -> ddpctl.cli.doctor
 
 Each module imports its heavy dependencies (docker, matplotlib) inside the commands, so registering them
 all keeps ``ddpctl --help`` fast.
@@ -11,4 +12,4 @@ all keeps ``ddpctl --help`` fast.
 
 from __future__ import annotations
 
-from ddpctl.cli import bench, cluster, image, render  # noqa: F401  (each registers its commands on `app`)
+from ddpctl.cli import bench, cluster, doctor, image, render  # noqa: F401  (each registers its commands on `app`)
