@@ -10,8 +10,8 @@ Slurm) gets its command from here, so there is one copy of the rules:
 - PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
   torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
   ``PET_MASTER_PORT``), see docs/render.md;
-- Slurm: a static rendezvous too, node rank = ``$SLURM_NODEID`` (set per task by srun, passed to torchrun as
-  ``PET_NODE_RANK``), master = the first host of ``$SLURM_JOB_NODELIST`` (the node whose id is 0).
+- Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``, whose store is a process of
+  its own (:func:`slurm_store_command`) that outlives every node's torchrun.
 
 The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``
 both work unchanged.
@@ -158,6 +158,7 @@ def torchrun_argv(
     rdzv_endpoint: str | None = None,
     rdzv_id: str | None = None,
     nproc_per_node: str | None = None,
+    rdzv_conf: str | None = None,
 ) -> list[str]:
     """``torchrun [topology flags] --no-python <user command>``; flags left None are omitted."""
     argv = ["torchrun"]
@@ -170,6 +171,7 @@ def torchrun_argv(
         ("--rdzv-backend", rdzv_backend),
         ("--rdzv-endpoint", rdzv_endpoint),
         ("--rdzv-id", rdzv_id),
+        ("--rdzv-conf", rdzv_conf),
     ):
         if value is not None:
             argv += [flag, value]
@@ -223,19 +225,29 @@ def operator_command(spec: JobSpec) -> list[str]:
 def slurm_command(spec: JobSpec) -> list[str]:
     """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time.
 
-    A static rendezvous: the node rank comes from each task's ``SLURM_NODEID`` through ``PET_NODE_RANK``
-    (see :data:`SLURM_NODE_RANK`), node 0 hosts the store. Unlike a c10d rendezvous, there is no rendezvous
-    to close at the end, so the non-master nodes print no shutdown errors when the master's store goes away.
+    A c10d rendezvous at ``$MASTER_ADDR:port`` in which every torchrun is a client (``is_host=false``): the
+    store is :func:`slurm_store_command`, started on the first node before the training step and stopped
+    after it. When a torchrun hosts the store instead (c10d's default, or a static rendezvous on node 0),
+    it exits as soon as its own node is done, and the other nodes' torchrun, still closing the rendezvous
+    or in their exit barrier, print connection errors and tracebacks (docs/several-hosts.md).
     """
     return torchrun_argv(
         spec,
         nnodes=ShellExpr('"$SLURM_JOB_NUM_NODES"'),
         nproc_per_node=str(spec.procs_per_node),
-        master=ShellExpr('"$MASTER_ADDR"'),
-        master_port=str(spec.port),
+        rdzv_backend="c10d",
+        rdzv_endpoint=ShellExpr(f'"$MASTER_ADDR:{spec.port}"'),
+        rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
+        rdzv_conf="is_host=false",
     )
 
 
-# Run by srun before torchrun on every node: the task's own SLURM_NODEID (expanded in the task, not in the
-# batch script) becomes torchrun's --node-rank, read from PET_NODE_RANK.
-SLURM_NODE_RANK = ("sh", "-c", 'export PET_NODE_RANK="$SLURM_NODEID"; exec "$@"', "sh")
+# The rendezvous store of a Slurm job: a TCPStore server (torch is where torchrun is) that waits for SIGTERM.
+SLURM_STORE_CODE = ('import signal, sys, torch.distributed as d; '
+                    's = d.TCPStore("0.0.0.0", int(sys.argv[1]), is_master=True, wait_for_workers=False, '
+                    'multi_tenant=True); signal.pause()')
+
+
+def slurm_store_command(spec: JobSpec) -> list[str]:
+    """The process that hosts a Slurm job's c10d rendezvous store on the first node (see slurm_command)."""
+    return ["python3", "-c", SLURM_STORE_CODE, str(spec.port)]

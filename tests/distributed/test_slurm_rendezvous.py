@@ -1,6 +1,6 @@
 """The rendered sbatch script, run for real: bash executes it, a local ``srun`` starts its command once per
-"node" (as Slurm does, with SLURM_NODEID/SLURM_PROCID set), and real torchrun agents meet in the static
-rendezvous the script points them at (node rank from each task's SLURM_NODEID). Every process reports the RANK/WORLD_SIZE torchrun gave it.
+"node" (as Slurm does, with SLURM_NODEID/SLURM_PROCID set), and real torchrun agents meet in the c10d
+rendezvous the script points them at, whose store is the script's own store step. Every process reports the RANK/WORLD_SIZE torchrun gave it.
 
 Only Slurm itself is a stand-in (tests/slurm runs the same script on a real Slurm cluster); bash, torchrun
 and its rendezvous are real.
@@ -24,8 +24,11 @@ _SRUN = """#!{python}
 # Local srun: run the command once per node in parallel, like `srun --nodes=N --ntasks-per-node=1`.
 import os, subprocess, sys
 args = sys.argv[1:]
+overlap = "--overlap" in args
 while args and args[0].startswith("--"):
     args.pop(0)
+if overlap:  # the rendezvous store's step (--nodes=1): become the store; the script kills it at the end
+    os.execvp(args[0], args)
 n = int(os.environ["SLURM_JOB_NUM_NODES"])
 procs = []
 for i in range(n):

@@ -5,11 +5,11 @@ Per target, each node's argv and env are taken from the rendered artifact: compo
 of :mod:`ddpctl.k8s_contract` (the operators' PET_* injection), and the Slurm script executed with a
 recording ``srun``. torchrun's behaviour is then resolved by torch's own argument parser and
 ``config_from_args`` (with the node's PET_* env set), not re-implemented: its static rendezvous gives node rank
-``rdzv_configs['rank']`` (Slurm: from each task's ``SLURM_NODEID``, through ``PET_NODE_RANK``).
+``rdzv_configs['rank']``; c10d (Slurm) hands out node ranks 0..N-1 in join order, so there we check that every
+node joins the same rendezvous (endpoint, id, size).
 """
 
 import os
-import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,17 +114,20 @@ def test_slurm(tmp_path, gpus):
         spec = spec_for(nodes, gpus)
         got = rs.run_sbatch(slurm.render(spec), tmp_path, nodes)
         argv = got["argv"]
-        assert argv[:3] == [f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
-        prefix, torchrun = argv[3:7], argv[7:]
-        assert prefix[:2] == ["sh", "-c"] and torchrun[0] == "torchrun"
-        # srun starts the same command on every node with that task's SLURM_NODEID; the sh prefix (run here
-        # by real sh) turns it into PET_NODE_RANK, which torchrun reads as --node-rank (static rendezvous).
-        per_node = []
-        for node_id in range(nodes):
-            shown = subprocess.run([*prefix, "printenv", "PET_NODE_RANK"], capture_output=True, text=True,
-                                   env={"PATH": os.environ["PATH"], "SLURM_NODEID": str(node_id)}, check=True)
-            per_node.append((torchrun, {**got["env"], "PET_NODE_RANK": shown.stdout.strip()}))
-        ranks, masters, sizes = static_ranks(per_node)
-        assert ranks == list(range(spec.world_size)) and sizes == {spec.world_size}
-        assert masters == {f"gpu-node-1:{spec.port}"}  # the first host of the allocation (SLURM_NODEID 0)
+        assert argv[:4] == [f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "torchrun"]
+        torchrun = argv[3:]
+        # srun starts the same torchrun on each of the `nodes` hosts; c10d then assigns node ranks 0..N-1.
+        config, cmd, _ = torchrun_config(torchrun, got["env"])
+        assert config.rdzv_backend == "c10d"
+        assert config.rdzv_endpoint == f"gpu-node-1:{spec.port}"
+        assert config.run_id == "4242"
+        assert config.rdzv_configs["is_host"] == "false"  # every torchrun is a client of the store step
+        assert config.min_nodes == config.max_nodes == nodes
+        assert config.nproc_per_node == spec.procs_per_node
+        ranks = sorted(n * config.nproc_per_node + lr for n in range(nodes) for lr in range(config.nproc_per_node))
+        assert ranks == list(range(spec.world_size))
         assert got["env"]["MASTER_ADDR"] == "gpu-node-1"
+        # The store: one task on the first host, on the rendezvous port.
+        store = got["store"]["argv"]
+        assert store[:4] == ["--overlap", "--nodes=1", "--ntasks=1", "--nodelist=gpu-node-1"]
+        assert store[4:6] == ["python3", "-c"] and store[-1] == str(spec.port)

@@ -93,7 +93,7 @@ _EXAMPLES = {
     "\b\nExamples:\n"
     "  ddpctl render trainjob -f examples/2x8-gpu.yaml\n"
     "  ddpctl render trainjob -n 2 -g 8 --kueue-queue team-a -o trainjob.yaml",
-    "slurm": "Render an sbatch script: srun starts torchrun on every node, node rank = SLURM_NODEID, master = the first host."
+    "slurm": "Render an sbatch script: srun starts torchrun on every node, c10d rendezvous on the first host."
     "\n\n\b\nExamples:\n"
     "  ddpctl render slurm -f examples/2x8-gpu.yaml --partition gpu --time 02:00:00\n"
     "  ddpctl render slurm -n 2 -g 8 --container pyxis -o job.sbatch -- python train.py",
