@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,7 @@ def main() -> int:
                 print(f"run {i + 1} {name}: exit {r.returncode}{' NOISY' if bad else ''}", flush=True)
     finally:
         c.stop()
+        shutil.rmtree(c.root, ignore_errors=True)
     for name, n in noisy.items():
         print(f"{name}: {n} of {args.runs} runs printed rendezvous shutdown errors")
     return 0
