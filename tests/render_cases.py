@@ -23,6 +23,7 @@ COMPOSE = {
                    "hosts": ["10.0.0.1", "10.0.0.2", "10.0.0.3"], "device_ids": ["4", "5"]},
     "master-addr": {"name": "ma", "nodes": 2, "network": "host", "hosts": ["h1", "h2"],
                     "master_addr": "10.1.1.1"},
+    "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"}, "secret_env": {"HF_TOKEN": "hf-token:token"}},
 }
 
 PYTORCHJOB = {
@@ -43,6 +44,8 @@ PYTORCHJOB = {
     "volumes-memlock-shm": {"name": "vm", "nodes": 2, "gpus_per_node": 2, "shm_size": "4g", "memlock": True,
                             "volumes": ["/data:/data:ro", "/ckpt:/ckpt"], "max_restarts": 2,
                             "env": {"K": "$(NOT_EXPANDED)"}, "command": "python train.py --lr 0.1"},
+    "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"},
+                   "secret_env": {"HF_TOKEN": "hf-token:token", "WANDB_API_KEY": "wandb"}},
 }
 
 TRAINJOB = {
@@ -57,6 +60,8 @@ TRAINJOB = {
         "istio_sidecar": True, "runtime": "torch-custom"}},
     "volumes-memlock-shm": {"name": "vm", "nodes": 2, "gpus_per_node": 2, "shm_size": "4g", "memlock": True,
                             "volumes": ["/data:/data:ro"], "env": {"K": "$(NOT_EXPANDED)"}},
+    "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"},
+                   "secret_env": {"HF_TOKEN": "hf-token:token", "WANDB_API_KEY": "wandb"}},
 }
 
 SLURM = {
@@ -76,6 +81,7 @@ SLURM = {
                              "port": 29600},
     "quoting": {"name": "q", "env": {"EVIL": "$(touch pwned) `id` 'x\" ; rm -rf /\nline2", "OK": "a b"},
                 "command": ["python", "-c", "print('$HOME; `id`')"]},
+    "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"}, "secret_env": ["HF_TOKEN", "DB_PASSWORD"]},
 }
 
 ALL = {"compose": COMPOSE, "pytorchjob": PYTORCHJOB, "trainjob": TRAINJOB, "slurm": SLURM}

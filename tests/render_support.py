@@ -1,42 +1,45 @@
-"""Validation helpers for rendered manifests (tests only): real schemas, strict walks, webhook rules.
+"""Validation helpers for rendered manifests (tests only).
 
-Schemas are the ones bundled in the package (``ddpctl.schemas``, vendored with their sources and licence);
-nothing outside the repository is read.
+The checks are the package's own validator (:mod:`ddpctl.validate`, what ``ddpctl validate`` runs: the schemas
+bundled in ``ddpctl.schemas`` read strictly, Kubernetes and webhook rules, docker-compose 1.29.2 rules), so the
+tests and the users' command share one copy. Two independent real validators are added here: the real
+docker-compose 1.x client and kubernetes-validate's core PodTemplate schema. Nothing outside the repository is
+read.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
-import yaml
-
-from ddpctl import schemas
+from ddpctl.validate import check_document, k8s
 
 REPO = Path(__file__).resolve().parents[1]
 K8S_VERSION = "1.33.0"  # TrainJob v2.3.0 needs Kubernetes >= 1.31
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-PET_VARS = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+
+
+def _fmt(issues) -> list[str]:
+    from ddpctl.validate import format_path
+
+    return [f"{format_path(i.path)}: {i.message}" for i in issues]
 
 
 # ------------------------------------------------------------------------------------------------ compose
 
 
-@functools.lru_cache(maxsize=None)
-def compose_validator():
-    import jsonschema
-
-    return jsonschema.Draft7Validator(schemas.compose_schema())
-
-
 def compose_schema_errors(doc: dict) -> list[str]:
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in compose_validator().iter_errors(doc)]
+    """The Compose spec's JSON schema alone (strict), as the package validator reads it."""
+    from ddpctl.validate import schema_validator
+
+    return _fmt(schema_validator("compose").issues(doc))
+
+
+def compose_errors(doc: dict) -> list[str]:
+    """Everything ``ddpctl validate`` reports for a compose document (schema + 1.29.2 + engine rules)."""
+    return _fmt(check_document(doc, "compose"))
 
 
 def docker_compose_config(path: Path) -> subprocess.CompletedProcess:
@@ -48,97 +51,20 @@ def docker_compose_config(path: Path) -> subprocess.CompletedProcess:
 # ------------------------------------------------------------------------------------------------- CRDs
 
 
-@functools.lru_cache(maxsize=None)
-def crd_schema(kind: str) -> dict:
-    return schemas.crd_schema(kind)
-
-
-def unknown_keys(doc: Any, schema: dict, path: str = "") -> list[str]:
-    """Keys the schema does not declare, wherever it lists ``properties`` (the CRD itself allows them)."""
-    out: list[str] = []
-    if schema.get("x-kubernetes-preserve-unknown-fields"):
-        return out
-    if isinstance(doc, dict):
-        props = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        for key, value in doc.items():
-            if props is not None and key in props:
-                out += unknown_keys(value, props[key], f"{path}.{key}")
-            elif isinstance(extra, dict):
-                out += unknown_keys(value, extra, f"{path}.{key}")
-            elif props is not None or extra is False:
-                out.append(f"{path}.{key}")
-    elif isinstance(doc, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(doc):
-            out += unknown_keys(item, schema["items"], f"{path}[{i}]")
-    return out
-
-
 def crd_errors(doc: dict) -> list[str]:
-    """openAPIV3Schema (Draft 7) errors plus unknown keys."""
-    import jsonschema
-
-    schema = crd_schema(doc["kind"])
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-              for e in jsonschema.Draft7Validator(schema).iter_errors(doc)]
-    metadata_keys = {"name", "namespace", "labels", "annotations", "generateName"}
-    errors += [f"unknown metadata key {k}" for k in doc.get("metadata", {}) if k not in metadata_keys]
-    return errors + [f"unknown key {k}" for k in unknown_keys(doc, schema)]
+    """Everything ``ddpctl validate`` reports for a PyTorchJob / TrainJob: the CRD's openAPIV3Schema
+    (strict: unknown keys are errors), ObjectMeta and pod rules, the webhook and CEL rules."""
+    return _fmt(check_document(doc, doc["kind"]))
 
 
 def pytorchjob_webhook_errors(job: dict) -> list[str]:
-    """The Training Operator v1.9.4 webhook rules (pytorchjob_webhook.go L75-160) plus the name rule."""
-    errors = []
-    name = job["metadata"]["name"]
-    if not _DNS1035.match(name) or len(name) > 63:
-        errors.append(f"name {name!r} is not a DNS-1035 label")
-    spec = job["spec"]
-    replicas = spec.get("pytorchReplicaSpecs", {})
-    for rtype, rspec in replicas.items():
-        if rtype not in ("Master", "Worker"):
-            errors.append(f"replica type {rtype} is not allowed")
-        containers = rspec.get("template", {}).get("spec", {}).get("containers", [])
-        if not containers:
-            errors.append(f"{rtype} has no containers")
-        if not any(c.get("name") == "pytorch" for c in containers):
-            errors.append(f"{rtype} has no container named pytorch")
-        if any(not c.get("image") for c in containers):
-            errors.append(f"{rtype} has a container without an image")
-    if "Master" in replicas and replicas["Master"].get("replicas") != 1:
-        errors.append("Master.replicas must be set to exactly 1")
-    if "Worker" in replicas and int(replicas["Worker"].get("replicas", 1)) < 1:
-        errors.append("Worker.replicas must be at least 1")
-    if "elasticPolicy" in spec and "Worker" not in replicas:
-        errors.append("elasticPolicy needs a Worker spec")
-    for rspec in replicas.values():
-        if rspec.get("restartPolicy") not in (None, "Always", "OnFailure", "Never", "ExitCode"):
-            errors.append(f"restartPolicy {rspec.get('restartPolicy')!r} is not valid")
-    rp = spec.get("runPolicy", {})
-    if rp.get("cleanPodPolicy") not in (None, "All", "Running", "None"):
-        errors.append(f"cleanPodPolicy {rp.get('cleanPodPolicy')!r} is not valid")
-    return errors
+    """The Training Operator v1.9.4 webhook rules and pod rules alone (ddpctl.validate.k8s)."""
+    return _fmt(k8s.pytorchjob(job))
 
 
 def trainjob_webhook_errors(job: dict) -> list[str]:
-    """Trainer v2.3.0 rules: RFC-1035 name (CEL), no PET_* in trainer.env (torch.go L65-77), runtime set."""
-    errors = []
-    name = job["metadata"]["name"]
-    if not _DNS1035.match(name) or len(name) > 63:
-        errors.append(f"name {name!r} is not an RFC-1035 label of at most 63 characters")
-    spec = job["spec"]
-    if not spec.get("runtimeRef", {}).get("name"):
-        errors.append("runtimeRef.name is required")
-    trainer = spec.get("trainer", {})
-    for item in trainer.get("env", []):
-        if item["name"] in PET_VARS:
-            errors.append(f"trainer.env sets {item['name']}")
-    if int(trainer.get("numNodes", 1)) < 1:
-        errors.append("numNodes must be at least 1")
-    if len(spec.get("runtimePatches", [])) > 16:
-        errors.append("at most 16 runtimePatches")
-    if len(trainer.get("image", "")) > 500:
-        errors.append("image longer than 500 characters")
-    return errors
+    """The Trainer v2.3.0 webhook rules and pod rules alone (ddpctl.validate.k8s)."""
+    return _fmt(k8s.trainjob(job))
 
 
 def pod_templates(job: dict) -> Iterator[tuple[str, dict]]:
@@ -185,11 +111,12 @@ i=1; while [ "$i" -le "$SLURM_JOB_NUM_NODES" ]; do echo "gpu-node-$i"; i=$((i+1)
 """
 
 
-def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242") -> dict:
+def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242", extra_env: dict | None = None) -> dict:
     """Execute an sbatch script with bash, with ``srun`` and ``scontrol`` replaced by recorders.
 
     Returns what the training step's srun received: ``argv`` (its argument list) and ``env``, plus ``store``:
     the same for the rendezvous store's step. Nothing of the job itself runs.
+    ``extra_env``: more of the submitting environment (sbatch passes it on).
     """
     import sys
 
@@ -206,7 +133,8 @@ def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242") -> dict
     store = tmp / "srun-store.json"
     store.unlink(missing_ok=True)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_SRUN_OUT": str(out), "SLURM_JOB_ID": job_id,
-           "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-node-[1-{nodes}]", "HOME": str(tmp)}
+           "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-node-[1-{nodes}]", "HOME": str(tmp),
+           **(extra_env or {})}
     result = subprocess.run(["bash", str(path)], cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         raise AssertionError(f"script failed ({result.returncode}): {result.stderr}")

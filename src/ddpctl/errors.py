@@ -20,8 +20,8 @@ class DdpctlError(Exception):
     @property
     def message(self) -> str:
         text = self.problem if not self.fix else f"{self.problem}; {self.fix}"
-        # One line, always: a value with a newline must not break the error format.
-        return " ".join(text.split("\n"))
+        # One line, always: a value with a line break (\n, \r, U+0085, U+2028, ...) must not break the format.
+        return " ".join(text.splitlines())
 
 
 class SpecError(DdpctlError):

@@ -73,12 +73,17 @@ def main(argv: list[str] | None = None) -> int:
             if f.is_file() and f.relative_to(root) not in wanted:
                 f.unlink()
                 print(f"removed {f.relative_to(root)}", file=sys.stderr)
+    from ddpctl.errors import DdpctlError
+    from ddpctl.outfiles import write_files
+
     for rel, text in wanted.items():
         path = root / rel
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            if rel.suffix == ".sbatch":
-                path.chmod(0o755)
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            try:  # a regular file replaced atomically; a link or special file there is refused
+                write_files({path: text}, mode=0o755 if rel.suffix == ".sbatch" else 0o644)
+            except DdpctlError as exc:
+                print(f"error: {exc.message}", file=sys.stderr)
+                return 2
             print(f"wrote {rel}", file=sys.stderr)
     return 0
 

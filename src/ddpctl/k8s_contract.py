@@ -26,7 +26,6 @@ network aliases, env, argv, image, /dev/shm size, GPUs, host mounts) and check t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -34,6 +33,8 @@ PYTORCHJOB_DEFAULT_PORT = 23456
 TRAINJOB_MASTER_PORT = 29500
 TRAINJOB_DEFAULT_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"  # runtime torch-distributed
 GPU_RESOURCE = "nvidia.com/gpu"
+# What the Trainer v2 torch plugin injects (torch.go L110-225); the webhook rejects them in trainer.env.
+PET_VARS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
 class ContractError(ValueError):
@@ -67,22 +68,14 @@ class Pod:
 
 # --------------------------------------------------------------------------------- kubelet behaviour
 
-_QUANTITY_RE = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
-_SUFFIX = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-
-
 def parse_quantity(value: Any) -> float:
-    """A Kubernetes quantity ('16Gi', '500m', 2) as a number."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    m = _QUANTITY_RE.match(str(value))
-    if not m:
+    """A Kubernetes quantity ('16Gi', '500m', 2) as a number (the validator's parser, one copy)."""
+    from ddpctl.validate.k8s import parse_quantity as exact
+
+    number = exact(value)
+    if number is None:
         raise ContractError(f"{value!r} is not a Kubernetes quantity")
-    number, suffix = float(m.group(1)), m.group(2)
-    if suffix == "m":
-        return number / 1000
-    return number * _SUFFIX[suffix]
+    return float(number)
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -109,12 +102,24 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     return "".join(out)
 
 
-def _container_env(env_list: list[Mapping[str, Any]], extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Env entries in order, each value expanded against the ones before it (later duplicates win)."""
+def _container_env(env_list: list[Mapping[str, Any]], extra: Mapping[str, str] | None = None,
+                   secrets: Mapping[tuple[str, str], str] | None = None) -> dict[str, str]:
+    """Env entries in order, each value expanded against the ones before it (later duplicates win).
+
+    ``valueFrom.secretKeyRef`` reads ``secrets[(secret name, key)]``, standing in for the Secret objects of the
+    namespace (the kubelet fails the pod when the Secret or key is missing; so does this)."""
     env: dict[str, str] = {}
     for item in env_list:
+        ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+        if ref is not None:
+            where = (ref.get("name"), ref.get("key"))
+            if secrets is None or where not in secrets:
+                raise ContractError(f"env {item.get('name')!r} reads Secret {where[0]!r} key {where[1]!r}, "
+                                    "which does not exist")
+            env[item["name"]] = secrets[where]  # a Secret's value is not expanded
+            continue
         if "value" not in item:
-            raise ContractError(f"env {item.get('name')!r} has no literal value (valueFrom is not emulated)")
+            raise ContractError(f"env {item.get('name')!r} has no literal value (only secretKeyRef is emulated)")
         env[item["name"]] = expand(str(item["value"]), env)
     for k, v in (extra or {}).items():
         env[k] = v
@@ -148,7 +153,7 @@ def _gpus(resources: Mapping[str, Any] | None) -> int:
 # ------------------------------------------------------------------------------------------- PyTorchJob
 
 
-def pytorchjob_pods(job: Mapping[str, Any]) -> list[Pod]:
+def pytorchjob_pods(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], str] | None = None) -> list[Pod]:
     """The pods the Training Operator v1.9.4 creates for a rendered PyTorchJob, Master first."""
     name = job["metadata"]["name"]
     spec = job["spec"]
@@ -196,7 +201,7 @@ def pytorchjob_pods(job: Mapping[str, Any]) -> list[Pod]:
                 })
             injected["PET_NPROC_PER_NODE"] = nproc
             injected["PET_NNODES"] = str(total)
-            env = _container_env(c.get("env", []), injected)
+            env = _container_env(c.get("env", []), injected, secrets)
             argv = tuple(expand(w, env) for w in list(c.get("command", [])) + list(c.get("args", [])))
             shm, mounts = _mounts(pod_spec, c)
             node_index = (index if rtype == "Master" else index + counts.get("Master", 0))
@@ -210,14 +215,13 @@ def pytorchjob_pods(job: Mapping[str, Any]) -> list[Pod]:
 # --------------------------------------------------------------------------------------------- TrainJob
 
 
-def trainjob_pods(job: Mapping[str, Any]) -> list[Pod]:
+def trainjob_pods(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], str] | None = None) -> list[Pod]:
     """The pods Kubeflow Trainer v2.3.0 (torch-distributed runtime) creates for a rendered TrainJob."""
     name = job["metadata"]["name"]
     spec = job["spec"]
     trainer = spec.get("trainer", {})
     for item in trainer.get("env", []):
-        if item["name"] in ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
-                            "PET_MASTER_PORT"):
+        if item["name"] in PET_VARS:
             raise ContractError(f"trainer.env must not set {item['name']} (the webhook rejects it)")
     nodes = int(trainer.get("numNodes", 1))
     resources = trainer.get("resourcesPerNode") or {}
@@ -239,7 +243,7 @@ def trainjob_pods(job: Mapping[str, Any]) -> list[Pod]:
     for i in range(nodes):
         injected = {"PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": str(nproc), "PET_NODE_RANK": str(i),
                     "PET_MASTER_ADDR": master, "PET_MASTER_PORT": str(TRAINJOB_MASTER_PORT)}
-        env = _container_env(trainer.get("env", []), injected)
+        env = _container_env(trainer.get("env", []), injected, secrets)
         argv = tuple(expand(w, env) for w in list(trainer.get("command", [])) + list(trainer.get("args", [])))
         hostname = f"{name}-node-0-{i}"
         pods.append(Pod(name=hostname, hostname=hostname, aliases=(hostname, f"{hostname}.{name}"),
@@ -248,11 +252,11 @@ def trainjob_pods(job: Mapping[str, Any]) -> list[Pod]:
     return pods
 
 
-def pods_for(job: Mapping[str, Any]) -> list[Pod]:
-    """Dispatch on ``kind``."""
+def pods_for(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], str] | None = None) -> list[Pod]:
+    """Dispatch on ``kind``. ``secrets``: (Secret name, key) -> value, the namespace's Secrets."""
     kind = job.get("kind")
     if kind == "PyTorchJob":
-        return pytorchjob_pods(job)
+        return pytorchjob_pods(job, secrets)
     if kind == "TrainJob":
-        return trainjob_pods(job)
+        return trainjob_pods(job, secrets)
     raise ContractError(f"kind {kind!r} is not PyTorchJob or TrainJob")

@@ -103,14 +103,18 @@ def labels(spec: JobSpec, rank: int | None = None) -> dict[str, str]:
 
 
 def master_addr(spec: JobSpec) -> str:
-    """Address every node uses to reach node 0 in local/compose runs."""
+    """Address every node uses to reach node 0 in local/compose runs.
+
+    On a bridge network rank 0 listens only at its container name, so that is the address (``hosts`` then only
+    names Slurm nodes); :func:`local_nodes` refuses a ``master_addr`` there instead of letting the job hang.
+    """
+    if spec.network != "host":
+        return node_name(spec, 0)
     if spec.master_addr:
         return spec.master_addr
     if spec.hosts:
         return spec.hosts[0]
-    if spec.network == "host":
-        return "127.0.0.1"
-    return node_name(spec, 0)
+    return "127.0.0.1"
 
 
 def user_command(spec: JobSpec) -> list[str]:
@@ -190,6 +194,9 @@ def local_nodes(spec: JobSpec) -> list[NodeLaunch]:
         # Checked here, not in the spec: Kubernetes hostNetwork needs no host list.
         raise SpecError("'hosts' is required with network: host and more than one node",
                         "list one host address per node, the master first")
+    if spec.network != "host" and spec.master_addr and spec.master_addr != node_name(spec, 0):
+        raise SpecError(f"'master_addr' {spec.master_addr!r} is not reachable on a bridge network (rank 0 listens "
+                        f"at {node_name(spec, 0)} only)", "drop master_addr, or use network: host with hosts")
     addr = master_addr(spec)
     gpus = gpu_requests(spec)
     env = base_env(spec)

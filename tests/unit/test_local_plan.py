@@ -38,7 +38,7 @@ def test_gpus_split_by_device_ids_on_one_host():
 
 def test_shm_memlock_workdir_volumes():
     spec = spec_from_dict({"name": "v", "shm_size": "2g", "memlock": True, "workdir": ".",
-                           "volumes": ["./data:/data:ro", "/abs/out:/out", "cache:/cache"]})
+                           "volumes": ["./data:/data:ro", "/abs/out:/out", "cache/x:/cache"]})
     req = container_request(plan_local(spec, cwd=CWD).containers[0])
     assert "ipc_mode" not in req and req["shm_size"] == "2g"
     assert {"name": "memlock", "soft": -1, "hard": -1} in req["ulimits"]
@@ -46,7 +46,8 @@ def test_shm_memlock_workdir_volumes():
     assert req["mounts"] == [
         {"type": "bind", "source": "/home/u/proj/data", "target": "/data", "read_only": True},
         {"type": "bind", "source": "/abs/out", "target": "/out", "read_only": False},
-        {"type": "volume", "source": "cache", "target": "/cache", "read_only": False},
+        # a bare relative path is a directory here on every target (a bare name is refused: issue 14)
+        {"type": "bind", "source": "/home/u/proj/cache/x", "target": "/cache", "read_only": False},
         {"type": "bind", "source": "/home/u/proj", "target": "/workspace", "read_only": False},
     ]
 

@@ -67,10 +67,13 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
     util = [_num(r.summary, "gpu_util") for r in good if _num(r.summary, "gpu_util") is not None]
     mem = [_num(r.summary, "gpu_mem_gb") for r in good if _num(r.summary, "gpu_mem_gb") is not None]
     syncs = sorted({str(r.summary.get("sync_check")) for r in good if r.summary.get("sync_check") is not None})
+    startups = [_num(r.summary, "startup_s") for r in good if _num(r.summary, "startup_s") is not None]
+    modes = sorted({(str(r.summary.get("step_mode")) + ("+compile" if r.summary.get("compile") else ""))
+                    for r in good if r.summary.get("step_mode")})
     return {
         "key": cell.key,
         "workload": cell.workload,
-        "model": WORKLOADS[cell.workload].model or cell.workload,
+        "model": _model(cell),
         "pipeline": cell.pipeline,
         "strategy": cell.strategy,
         "gpus": cell.gpus,
@@ -99,6 +102,8 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
         "gpu_util": eff.median(util) if util else None,
         "gpu_mem_gb": max(mem) if mem else None,
         "sync_check": "/".join(syncs) if syncs else None,
+        "step_mode": "/".join(modes) if modes else None,
+        "startup_s": eff.median(startups) if startups else None,
         "param_count": params,
         "data_fraction": eff.median(data_fracs) if data_fracs else None,
         "baseline_key": None,
@@ -106,8 +111,17 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
         "scaling_efficiency": None,
         "interconnect": None,
         "diagnosis": None,
+        "classic_key": None,
+        "vs_classic": None,
         "summary": last,
     }
+
+
+def _model(cell: Cell) -> str:
+    w = WORKLOADS[cell.workload]
+    if cell.pipeline == "classic" and w.classic_model:
+        return w.classic_model
+    return w.model or cell.workload
 
 
 def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command: str, created: str,
@@ -126,15 +140,26 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
     def ips(c: dict | None) -> float | None:
         return c["images_per_sec"]["median"] if c and c["ok"] else None
 
+    def classic_of(c: dict) -> dict | None:
+        for strat in (("ddp",) if c["gpus"] > 1 else ("single", "ddp")):
+            cand = index.get(f"{c['workload']}/classic/{strat}/{c['gpus']}")
+            if ips(cand):
+                return cand
+        return None
+
     for c in cells:
         if not c["ok"]:
             continue
-        base = None
-        for strat in ("single", c["strategy"], "ddp"):
-            cand = index.get(f"{c['workload']}/{c['pipeline']}/{strat}/1")
-            if ips(cand):
-                base = cand
-                break
+        # The baseline is the FASTEST 1-GPU configuration of the workload (any pipeline, any strategy), never a
+        # slowed one; the classic (seed-style) cells, a different program, scale against their own 1-GPU run.
+        ones = [x for x in cells if x["workload"] == c["workload"] and x["gpus"] == 1 and ips(x)
+                and (x["pipeline"] == "classic") == (c["pipeline"] == "classic")]
+        base = max(ones, key=ips) if ones else None
+        if c["pipeline"] != "classic":
+            cl = classic_of(c)
+            if cl is not None:
+                c["classic_key"] = cl["key"]
+                c["vs_classic"] = ips(c) / ips(cl)
         if base is not None:
             c["baseline_key"] = base["key"]
             c["speedup"] = eff.speedup(ips(c), ips(base))
@@ -217,7 +242,7 @@ def _hardware(sysinfo: dict, smi: dict) -> dict:
 
 
 def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
-    out: dict = {"ddp_scaling": [], "pipeline_speedup_1gpu": [], "busbw_at_max_gbps": []}
+    out: dict = {"ddp_scaling": [], "pipeline_speedup_1gpu": [], "vs_classic": [], "busbw_at_max_gbps": []}
     for c in cells:
         if c["strategy"] == "ddp" and c["gpus"] >= 2 and c["pipeline"] == "gpu" and c["scaling_efficiency"]:
             out["ddp_scaling"].append({"workload": c["workload"], "gpus": c["gpus"],
@@ -232,6 +257,18 @@ def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
                     "workload": c["workload"], "gpu_pipeline": c["images_per_sec"]["median"],
                     "dataloader": dl["images_per_sec"]["median"],
                     "ratio": c["images_per_sec"]["median"] / dl["images_per_sec"]["median"]})
+    # x times the classic pipeline: the fastest ddp-train configuration at each GPU count against the classic
+    # (seed-style) cell at the same count
+    best: dict = {}
+    for c in cells:
+        if c["ok"] and c["vs_classic"] is not None:
+            k = (c["workload"], c["gpus"])
+            if k not in best or c["images_per_sec"]["median"] > best[k]["images_per_sec"]["median"]:
+                best[k] = c
+    for (w, n), c in sorted(best.items(), key=lambda kv: (list(dict.fromkeys(x["workload"] for x in cells)).index(kv[0][0]), kv[0][1])):
+        cl = idx[c["classic_key"]]
+        out["vs_classic"].append({"workload": w, "gpus": n, "key": c["key"], "images_per_sec": c["images_per_sec"]["median"],
+                                  "classic_images_per_sec": cl["images_per_sec"]["median"], "ratio": c["vs_classic"]})
     for p in interconnect:
         if p.get("ok") and p.get("results"):
             out["busbw_at_max_gbps"].append({"world_size": p["world_size"], "bytes": p["max_bytes"],
@@ -303,15 +340,30 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     for h in head["pipeline_speedup_1gpu"]:
         hl.append(f"- GPU-resident pipeline vs DataLoader, {h['workload']}, 1 {unit[:-1]}: **{h['ratio']:.2f}x** "
                   f"({h['gpu_pipeline']:,.0f} vs {h['dataloader']:,.0f} img/s)")
+    for h in head.get("vs_classic", []):
+        hl.append(f"- ddp-train vs the classic pipeline, {h['workload']}, {h['gpus']} {unit if h['gpus'] > 1 else unit[:-1]}: "
+                  f"**{h['ratio']:.1f}x** ({h['images_per_sec']:,.0f} img/s, `{h['key']}`, vs classic "
+                  f"{h['classic_images_per_sec']:,.0f})")
     for h in head["busbw_at_max_gbps"]:
         hl.append(f"- all-reduce bus bandwidth, {h['world_size']} {unit}, {_size(h['bytes'])}: "
                   f"**{h['busbw_gbps']:.1f} GB/s**")
     lines += (hl or ["- (no headline figure: see the failures below)"]) + [""]
 
-    lines += ["## Results", "",
+    # Reports since issue 13 carry the classic comparison and the step mode; older committed ones render as before.
+    v2 = any("vs_classic" in c for c in report["cells"])
+    lines += ["## Results", ""]
+    if not v2:
+        lines += ["img/s is global (all GPUs); batch time is one optimizer step; epoch time is steps per epoch x "
+                  "batch time (steady state; dataset size / img/s where marked `~`); speedup and efficiency are "
+                  "against the 1-GPU run of the same workload and pipeline (`single`).", ""]
+    else:
+        lines += [
               "img/s is global (all GPUs); batch time is one optimizer step; epoch time is steps per epoch x "
               "batch time (steady state; dataset size / img/s where marked `~`); speedup and efficiency are "
-              "against the 1-GPU run of the same workload and pipeline (`single`).", ""]
+              "against the fastest 1-GPU configuration of the workload (the classic cells: against their own 1-GPU "
+              "run); x classic is img/s over the classic (seed-style) cell at the same GPU count; mode is "
+              "ddp-train's step mode (graph: the whole step in one CUDA graph); start-up is the seconds to the "
+              "first captured step.", ""]
     rows = []
     for c in report["cells"]:
         ips = c["images_per_sec"]
@@ -321,10 +373,13 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
             _f(None if c["step_time_s"] is None else c["step_time_s"] * 1e3, ".1f"),
             ("~" if c["epoch_time_estimated"] else "") + _f(c["epoch_time_s"], ".1f"),
             _f(c["speedup"], ".2f"), _pct(c["scaling_efficiency"]),
+            *([_f(c.get("vs_classic"), ".1f")] if v2 else []),
             _f(c["gpu_util"], ".0f"), _f(c["gpu_mem_gb"], ".1f"), c["sync_check"] or "-",
+            *([c.get("step_mode") or "-", _f(c.get("startup_s"), ".1f")] if v2 else []),
         ])
     lines += _table(["workload", "pipeline", "strategy", unit, "batch/GPU / global", "img/s", "batch time ms",
-                     "epoch s", "speedup", "scaling eff.", "GPU util %", "GPU mem GiB", "sync"], rows)
+                     "epoch s", "speedup", "scaling eff.", *(["x classic"] if v2 else []), "GPU util %",
+                     "GPU mem GiB", "sync", *(["mode", "start-up s"] if v2 else [])], rows)
     lines += [""]
 
     lines += ["## Scaling against the interconnect", "",
@@ -391,10 +446,11 @@ def write_report(report: dict, outdir: Path, *, plots: bool = True) -> list[Path
 
         made = plotmod.make_plots(report, outdir)
     report["plots"] = made
-    (outdir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    written.append(outdir / "report.json")
-    (outdir / "report.md").write_text(render_markdown(report, made), encoding="utf-8")
-    written.append(outdir / "report.md")
+    from ddpctl.outfiles import write_files  # regular files only, replaced atomically, both or neither
+
+    write_files({outdir / "report.json": json.dumps(report, indent=2) + "\n",
+                 outdir / "report.md": render_markdown(report, made)})
+    written += [outdir / "report.json", outdir / "report.md"]
     written += [outdir / p for p in made]
     return written
 

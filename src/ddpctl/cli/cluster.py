@@ -34,6 +34,7 @@ def up(
     backend: so.Backend = None,
     port: so.Port = None,
     env: so.Env = None,
+    secret_env: so.SecretEnvOpt = None,
     volume: so.Volumes = None,
     shm_size: so.ShmSize = None,
     ipc: so.Ipc = None,
@@ -63,7 +64,7 @@ def up(
     from ddpctl.local.plan import plan_local
 
     spec = so.spec_from_cli(file, name=name, image=image, nodes=nodes, gpus_per_node=gpus_per_node,
-                            nproc_per_node=nproc_per_node, backend=backend, port=port, env=env, volume=volume,
+                            nproc_per_node=nproc_per_node, backend=backend, port=port, env=env, secret_env=secret_env, volume=volume,
                             shm_size=shm_size, ipc=ipc, network=network, max_restarts=max_restarts,
                             device_ids=device_ids, workdir=workdir, command=command)
     plan = plan_local(spec, cwd=Path.cwd())

@@ -5,6 +5,7 @@
 - ``up/ps/logs/down`` -> ddpctl.cli.cluster
 - ``bench``   -> ddpctl.cli.bench
 - ``doctor``  -> ddpctl.cli.doctor
+- ``validate`` -> ddpctl.cli.validate
 
 Each module imports its heavy dependencies (docker, matplotlib) inside the commands, so registering them
 all keeps ``ddpctl --help`` fast.
@@ -12,4 +13,4 @@ all keeps ``ddpctl --help`` fast.
 
 from __future__ import annotations
 
-from ddpctl.cli import bench, cluster, doctor, image, render  # noqa: F401  (each registers its commands on `app`)
+from ddpctl.cli import bench, cluster, doctor, image, render, validate  # noqa: F401  (each registers its commands on `app`)

@@ -22,12 +22,15 @@ app.add_typer(image_app, name="image")
 
 def _image_ref(value: str | None, flag: str) -> None:
     """Refuse an empty or malformed image reference before any Docker call (exit 2, one line)."""
+    from ddpctl import rules
     from ddpctl.errors import UsageError
-    from ddpctl.spec import IMAGE_REF_RE
 
-    if value is not None and not IMAGE_REF_RE.match(value):
-        raise UsageError(f"{flag} {value!r} is not an image reference",
-                         "pass e.g. ddpctl/ddp-train:cpu or pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime")
+    if value is not None:
+        try:
+            rules.image_ref(value)
+        except rules.RuleError as exc:
+            raise UsageError(f"{flag} {value!r} is not an image reference ({exc.problem})",
+                             "pass e.g. ddpctl/ddp-train:cpu or pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime") from None
 
 
 @image_app.command("build")

@@ -75,10 +75,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except cx.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "ddpctl"
-        err(f"error: {exc.format_message().rstrip('.')}; see '{where} --help'")
+        message = " ".join(exc.format_message().splitlines())  # a value with a line break stays on one line
+        err(f"error: {message.rstrip('.')}; see '{where} --help'")
         sys.exit(2)
     except cx.ClickException as exc:
-        err(f"error: {exc.format_message()}")
+        err("error: " + " ".join(exc.format_message().splitlines()))
         sys.exit(exc.exit_code)
     except typer.Abort:
         err("error: aborted")

@@ -2,8 +2,8 @@
 
 Each command takes the shared job-spec flags (:mod:`ddpctl.cli.specopts`) plus its target's own options, which
 override the spec's ``kubernetes:`` / ``slurm:`` sections. Only the pure renderers are imported (no torch, no
-docker). ``-o`` writes atomically: every file is written to a temporary file in the destination directory and
-renamed into place only after all of them were written, so an error never leaves a partial file.
+docker). ``-o`` writes through :mod:`ddpctl.outfiles`: only regular files are replaced, atomically, all files or
+none.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -19,7 +18,6 @@ import typer
 
 from ddpctl.cli import specopts as so
 from ddpctl.cli.main import app
-from ddpctl.errors import UsageError
 
 render_app = typer.Typer(
     name="render",
@@ -35,13 +33,14 @@ TARGET_PANEL = "Target options"
 
 Output = Annotated[Optional[str], typer.Option(  # str: a Path would drop the trailing '/' of a directory
     "-o", "--output", show_default=False,
-    help="Write to this file instead of stdout (an existing directory gets the default file name).")]
+    help="Write to this file instead of stdout ('-'); DIR/ gets the default file names. Replaces only regular "
+    "files, atomically.")]
 
 # name -> (annotation, spec override key)
 _SPEC_PARAMS: list[tuple[str, Any]] = [
     ("file", so.JobFile), ("name", so.Name), ("image", so.Image), ("nodes", so.Nodes),
     ("gpus_per_node", so.GpusPerNode), ("nproc_per_node", so.NprocPerNode), ("backend", so.Backend),
-    ("port", so.Port), ("env", so.Env), ("volume", so.Volumes), ("shm_size", so.ShmSize), ("ipc", so.Ipc),
+    ("port", so.Port), ("env", so.Env), ("secret_env", so.SecretEnvOpt), ("volume", so.Volumes), ("shm_size", so.ShmSize), ("ipc", so.Ipc),
     ("network", so.Network), ("hosts", so.Hosts), ("max_restarts", so.MaxRestarts),
     ("device_ids", so.DeviceIds), ("workdir", so.Workdir),
 ]
@@ -107,7 +106,7 @@ def default_output_names(files: dict[str, str], output_arg: str) -> dict[Path, s
     for one file; several files (multi-host compose) become ``<stem>.node-<i><suffix>`` beside it.
     """
     output = Path(output_arg)
-    if output.is_dir() or output_arg.endswith(("/", os.sep)):
+    if os.path.isdir(output) or output_arg.endswith(("/", os.sep)):  # isdir: False, not OSError, on a bad path
         return {output / name: content for name, content in files.items()}
     if len(files) == 1:
         return {output: next(iter(files.values()))}
@@ -120,51 +119,63 @@ def default_output_names(files: dict[str, str], output_arg: str) -> dict[Path, s
     return out
 
 
-def write_atomic(files: dict[Path, str], executable: bool = False) -> None:
-    """Write all files or none: temp files in each target directory, renamed once all are complete."""
-    for path in files:
-        if not path.parent.is_dir():
-            raise UsageError(f"output directory {str(path.parent)!r} does not exist", "create it first")
-        if path.is_dir():
-            raise UsageError(f"output {str(path)!r} is a directory", "give a file name")
-    temps: list[tuple[str, Path]] = []
-    try:
-        for path, content in files.items():
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            temps.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o755 if executable else 0o644)
-        for tmp, path in temps:
-            os.replace(tmp, path)
-    except OSError as exc:
-        for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        raise UsageError(f"cannot write {exc.filename or 'the output'} ({exc.strerror})",
-                         "check the path and its permissions") from None
+ValidateFlag = Annotated[bool, typer.Option(
+    "--validate", help="Check the rendered manifest as 'ddpctl validate' does; on a problem print it, write "
+    "nothing and exit 1.")]
+
+
+def _validate(files: dict[str, str]) -> None:
+    from ddpctl.validate import Report, validate_text
+
+    report = Report()
+    for name, text in files.items():
+        validate_text(text, name, report)
+    for problem in report.problems:
+        print(str(problem), file=sys.stderr)
+    if report.errors:
+        print(f"error: the rendered manifest is not valid: {report.summary()}; nothing was written",
+              file=sys.stderr)
+        raise typer.Exit(1)
+
+
+def _warn_clear_secrets(target: str, spec: Any) -> None:
+    """A literal value under a secret-looking env name lands in the file in clear: say so (not an error: the
+    name test is a heuristic, and a throwaway token may be meant)."""
+    from ddpctl.secrets import looks_secret
+
+    for name in spec.env_dict:
+        if looks_secret(name):
+            ref = f"{name}=SECRET[:KEY]" if target in ("pytorchjob", "trainjob") else name
+            print(f"warning: env {name} looks like a secret and its value is written in clear into the {target} "
+                  f"output; use --secret-env {ref} to keep it out of the file", file=sys.stderr)
 
 
 def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -> None:
     from ddpctl.render import render_files
 
     extra = {key: kw.pop(param) for param, _, key in options}
+    validate = kw.pop("validate", False)
     output: str | None = kw.pop("output")
     command = kw.pop("command")
     file = kw.pop("file")
     spec = so.spec_from_cli(file, command=command, extra=extra, **kw)
     files = render_files(target, spec)
-    if output is None:
+    _warn_clear_secrets(target, spec)
+    if validate:
+        _validate(files)
+    if output == "":
+        from ddpctl.errors import UsageError
+
+        raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
+    if output is None or output == "-":
         sys.stdout.write("---\n".join(files.values()))
         return
+    from ddpctl.outfiles import write_files
+
     placed = default_output_names(files, output)
-    if output.endswith(("/", os.sep)):
-        Path(output).mkdir(parents=True, exist_ok=True)  # `-o out/` names a directory (rendering already succeeded)
-    write_atomic(placed, executable=target == "slurm")
+    # `-o out/` names a directory, created (its parent must exist) only now that rendering succeeded.
+    new_dir = (Path(output),) if output.endswith(("/", os.sep)) else ()
+    write_files(placed, mode=0o755 if target == "slurm" else 0o644, create_dirs=new_dir)
     for path in placed:
         print(f"wrote {path}", file=sys.stderr)
 
@@ -175,6 +186,9 @@ def _make_command(target: str, options: list[tuple[str, Any, str]]) -> Callable[
     params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=None)
                for n, a, _ in options]
     params.append(inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None))
+    if target != "slurm":  # no schema for an sbatch script
+        params.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, annotation=ValidateFlag,
+                                        default=False))
     params.append(inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, annotation=so.Command,
                                     default=None))
 

@@ -36,6 +36,10 @@ Port = Annotated[Optional[int], typer.Option("--port", help="Master / rendezvous
                                              rich_help_panel=SPEC_PANEL, show_default=False)]
 Env = Annotated[Optional[list[str]], typer.Option("--env", "-e", help="KEY=VALUE, repeatable.",
                                                   rich_help_panel=SPEC_PANEL, show_default=False)]
+SecretEnvOpt = Annotated[Optional[list[str]], typer.Option(
+    "--secret-env", help="NAME[=SECRET[:KEY]], repeatable: NAME's value never lands in a file; Kubernetes reads it "
+    "from Secret SECRET (key KEY, default NAME), compose/up/Slurm from the caller's environment.",
+    rich_help_panel=SPEC_PANEL, show_default=False)]
 Volumes = Annotated[Optional[list[str]], typer.Option("--volume", "-v", help="SOURCE:TARGET[:ro], repeatable.",
                                                       rich_help_panel=SPEC_PANEL, show_default=False)]
 ShmSize = Annotated[Optional[str], typer.Option(
@@ -72,6 +76,7 @@ def spec_from_cli(
     backend: str | None = None,
     port: int | None = None,
     env: list[str] | None = None,
+    secret_env: list[str] | None = None,
     volume: list[str] | None = None,
     shm_size: str | None = None,
     ipc: str | None = None,
@@ -93,6 +98,7 @@ def spec_from_cli(
         "backend": backend,
         "port": port,
         "env": list(env) if env else None,
+        "secret_env": list(secret_env) if secret_env else None,
         "volumes": list(volume) if volume else None,
         "shm_size": shm_size,
         "ipc": ipc,

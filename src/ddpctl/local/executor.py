@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from ddpctl.errors import EngineError, JobFailed, UsageError
 from ddpctl.launch import LABEL_JOB, LABEL_MANAGED_BY, LABEL_NODE_RANK, MANAGED_BY
@@ -127,15 +127,28 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple
     return n_c, n_n
 
 
-def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet) -> Job:
+def secret_values(plan: LocalPlan, environ: Mapping[str, str]) -> dict[str, str]:
+    """The values of the plan's secret references, from ``environ`` (the caller's environment, read now)."""
+    missing = [n for n in plan.secret_names if n not in environ]
+    if missing:
+        names = ", ".join(missing)
+        raise UsageError(f"secret env {names} is not set in this environment (--secret-env takes the value from "
+                         "the environment of ddpctl up)", f"export {missing[0]}=... and run 'ddpctl up' again")
+    return {n: environ[n] for n in plan.secret_names}
+
+
+def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet,
+           secrets: Mapping[str, str] | None = None) -> Job:
     """Create the network and every container, or nothing at all."""
+    if secrets is None:
+        secrets = secret_values(plan, os.environ)
     ids: dict[int, str] = {}
     network_id = None
     try:
         if plan.network:
             network_id = engine.create_network(plan.network, dict(plan.network_labels))
         for c in plan.containers:
-            ids[c.rank] = engine.create_container(container_request(c))
+            ids[c.rank] = engine.create_container(container_request(c, secrets))
         return Job(plan, ids, network_id)
     except BaseException as exc:
         _rollback(engine, list(ids.values()), network_id)
@@ -179,15 +192,19 @@ def _rollback(engine: Engine, cids: list[str], network_id: str | None) -> None:
 
 
 def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = _quiet,
-       port_check: Callable[[int], bool] = port_free) -> Job:
-    """Preflight, replace a finished run of the same name, create all, start all."""
+       port_check: Callable[[int], bool] = port_free, environ: Mapping[str, str] | None = None) -> Job:
+    """Preflight, replace a finished run of the same name, create all, start all.
+
+    Secret references take their values from ``environ`` (default: this process's environment), read here,
+    when the job starts: never in the plan or a dry run."""
+    secrets = secret_values(plan, os.environ if environ is None else environ)
     previous = preflight(plan, engine, host_gpus=host_gpus, port_check=port_check)
     if previous:
         say(f"removing the finished earlier run of job {plan.job}")
         remove_job(engine, plan.job)
     elif plan.network:
         remove_job(engine, plan.job)  # a network left without containers
-    job = create(plan, engine, say=say)
+    job = create(plan, engine, say=say, secrets=secrets)
     start(job, engine)
     return job
 

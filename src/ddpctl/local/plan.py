@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ddpctl import launch
 from ddpctl.errors import UnsupportedFeature
@@ -44,6 +44,7 @@ class ContainerPlan:
     working_dir: str | None
     nano_cpus: int | None = None
     mem_limit: int | None = None
+    secret_env: tuple[str, ...] = ()  # names whose values the executor reads from its environment at start
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,19 @@ class LocalPlan:
             "world_size": self.world_size,
             "network": ({"name": self.network, "driver": "bridge", "labels": dict(self.network_labels)}
                         if self.network else "host"),
-            "containers": [container_request(c) for c in self.containers],
+            "containers": [_masked(container_request(c)) for c in self.containers],
         }
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        return self.containers[0].secret_env if self.containers else ()
+
+
+def _masked(req: dict[str, Any]) -> dict[str, Any]:
+    """A request for printing (``--dry-run``): secret references shown as such, secret-looking values masked."""
+    from ddpctl.secrets import mask_env
+
+    return {**req, "environment": mask_env(req["environment"])}
 
 
 def _mount(vol_source: str, target: str, read_only: bool, cwd: Path) -> Mount:
@@ -96,11 +108,10 @@ def plan_local(spec: JobSpec, *, cwd: Path) -> LocalPlan:
             "render one compose file per host with 'ddpctl render compose --hosts ...' and run each there")
     host_network = spec.network == "host"
     network = None if host_network else launch.network_name(spec)
-    mounts = [_mount(v.source, v.target, v.read_only, cwd) for v in spec.volumes]
+    mounts = [_mount(v.host_source, v.target, v.read_only, cwd) for v in spec.volumes]
     working_dir = None
     if spec.workdir:
-        source = spec.workdir if spec.workdir.startswith(("/", "~", ".")) else "./" + spec.workdir
-        mounts.append(_mount(source, launch.CONTAINER_WORKDIR, False, cwd))
+        mounts.append(_mount(spec.resolved_workdir, launch.CONTAINER_WORKDIR, False, cwd))
         working_dir = launch.CONTAINER_WORKDIR
     ulimits = [("stack", launch.STACK_ULIMIT, launch.STACK_ULIMIT)]
     if spec.memlock:
@@ -113,23 +124,32 @@ def plan_local(spec: JobSpec, *, cwd: Path) -> LocalPlan:
             ipc_mode="host" if spec.ipc == "host" else None,
             shm_size=spec.shm_size if spec.ipc != "host" else None,
             ulimits=tuple(ulimits), mounts=tuple(mounts), working_dir=working_dir,
-            nano_cpus=int(spec.cpus_per_node * 1e9) if spec.cpus_per_node else None,
+            nano_cpus=round(spec.cpus_per_node * 1000) * 10**6 if spec.cpus_per_node else None,
             mem_limit=spec.memory_per_node,
+            secret_env=tuple(e.name for e in spec.secret_env),
         ))
     return LocalPlan(job=spec.name, image=spec.resolved_image, network=network,
                      network_labels=tuple(launch.labels(spec).items()), containers=tuple(containers),
                      port=spec.port, world_size=spec.world_size, host_network=host_network)
 
 
-def container_request(c: ContainerPlan) -> dict[str, Any]:
+def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The Docker Engine create request for one node, as plain data (docker-py ``containers.create`` kwargs
-    with ``device_requests``/``ulimits``/``mounts`` still as dicts; the engine adapter converts them)."""
+    with ``device_requests``/``ulimits``/``mounts`` still as dicts; the engine adapter converts them).
+
+    ``secrets``: the values of ``c.secret_env``, read by the executor from its environment when it starts the
+    job; without them (a dry run) each one shows where its value will come from, never a value."""
+    from ddpctl.secrets import FROM_ENV
+
+    env: dict[str, str] = dict(c.env)
+    for name in c.secret_env:
+        env[name] = secrets[name] if secrets is not None else FROM_ENV
     req: dict[str, Any] = {
         "name": c.name,
         "hostname": c.hostname,
         "image": c.image,
         "command": list(c.argv),
-        "environment": dict(c.env),
+        "environment": env,
         "labels": dict(c.labels),
         "ulimits": [{"name": n, "soft": s, "hard": h} for n, s, h in c.ulimits],
     }

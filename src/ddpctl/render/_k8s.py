@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpctl import launch
+from ddpctl import launch, rules
 from ddpctl.render import Unsupported
 from ddpctl.spec import JobSpec, format_size
 
@@ -24,15 +24,23 @@ COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("workdir", lambda s: s.workdir is not None,
                 "a directory on this machine cannot be mounted into a cluster pod",
                 "bake the code into the image, or mount it with an absolute volume path on the nodes"),
+    Unsupported("secret_env without a Kubernetes Secret", lambda s: any(e.secret is None for e in s.secret_env),
+                "the pods read the value from a Secret in the job's namespace",
+                "name it: --secret-env NAME=SECRET[:KEY] (secret_env: {NAME: SECRET:KEY} in the file)"),
     Unsupported("relative volume sources", lambda s: any(not v.source.startswith("/") for v in s.volumes),
                 "volumes become hostPath mounts, which need absolute paths on the cluster nodes",
                 "give absolute volume sources"),
 )
 
 
-def env_list(spec: JobSpec) -> list[dict[str, str]]:
-    """The container env (``$`` escaped so the kubelet does not expand ``$(VAR)`` in user values)."""
-    return [{"name": k, "value": v.replace("$", "$$")} for k, v in launch.base_env(spec).items()]
+def env_list(spec: JobSpec) -> list[dict[str, Any]]:
+    """The container env (``$`` escaped so the kubelet does not expand ``$(VAR)`` in user values), then the
+    secret references as ``valueFrom.secretKeyRef`` (the value stays in the Secret)."""
+    out: list[dict[str, Any]] = [{"name": k, "value": v.replace("$", "$$")}
+                                 for k, v in launch.base_env(spec).items()]
+    for s in spec.secret_env:
+        out.append({"name": s.name, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.secret_key}}})
+    return out
 
 
 def command(spec: JobSpec) -> list[str]:
@@ -45,8 +53,7 @@ def resources(spec: JobSpec) -> dict[str, Any]:
     if spec.gpus_per_node:
         limits[GPU_RESOURCE] = spec.gpus_per_node
     if spec.cpus_per_node:
-        cpu = f"{int(spec.cpus_per_node * 1000)}m" if spec.cpus_per_node % 1 else str(int(spec.cpus_per_node))
-        limits["cpu"] = requests["cpu"] = cpu
+        limits["cpu"] = requests["cpu"] = rules.cpu_quantity(spec.cpus_per_node)
     if spec.memory_per_node:
         limits["memory"] = requests["memory"] = format_size(spec.memory_per_node, "k8s")
     out: dict[str, Any] = {}

@@ -40,13 +40,16 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
     if not host_network:
         svc["hostname"] = node.name  # Docker refuses a hostname together with network_mode: host
     svc["command"] = list(node.argv)
-    svc["environment"] = dict(node.env)
+    env: dict[str, str | None] = dict(node.env)
+    for secret in spec.secret_env:  # no value: docker-compose takes it from its environment (or .env)
+        env[secret.name] = None
+    svc["environment"] = env
     svc["labels"] = dict(node.labels)
     if spec.workdir:
         svc["working_dir"] = launch.CONTAINER_WORKDIR
-    volumes = [str(v) for v in spec.volumes]
+    volumes = [v.host_str() for v in spec.volumes]  # absolute when load_spec resolved them (same as `up`)
     if spec.workdir:
-        volumes.append(f"{spec.workdir}:{launch.CONTAINER_WORKDIR}")
+        volumes.append(f"{spec.resolved_workdir}:{launch.CONTAINER_WORKDIR}")
     if volumes:
         svc["volumes"] = volumes
     if host_network:
@@ -64,7 +67,7 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
         ulimits["memlock"] = -1
     svc["ulimits"] = ulimits
     if spec.cpus_per_node:
-        svc["cpus"] = spec.cpus_per_node
+        svc["cpus"] = spec.cpus_per_node  # finite, whole millicores (rules.cpus)
     if spec.memory_per_node:
         svc["mem_limit"] = format_size(spec.memory_per_node)
     svc["restart"] = f"on-failure:{spec.max_restarts}" if spec.max_restarts else "no"
@@ -115,4 +118,7 @@ def header(spec: JobSpec, name: str) -> str:
                      f"(master {launch.master_addr(spec)}:{spec.port}) with: docker-compose -f <this file> up")
     else:
         lines.append("# Start with: docker-compose -f <this file> up   (or: docker compose -f <this file> up)")
+    if spec.secret_env:
+        names = " ".join(e.name for e in spec.secret_env)
+        lines.append(f"# Secrets, not in this file: set {names} in the environment of docker-compose (or .env).")
     return "\n".join(lines) + "\n"

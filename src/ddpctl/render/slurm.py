@@ -48,7 +48,7 @@ def _q(word: str) -> str:
 
 
 def _directive(flag: str, value: str, pattern: re.Pattern = _DIRECTIVE_RE) -> str:
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         raise UnsupportedFeature(TARGET, f"{flag}={value!r}",
                                  "#SBATCH values cannot carry spaces, quotes or shell characters",
                                  "use a plain name of letters, digits, '.', '_' and '-'")
@@ -62,9 +62,9 @@ def _mem_mib(nbytes: int) -> str:
 def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
     """(srun options, words before torchrun) for the chosen container runtime."""
     s = spec.slurm
-    mounts = [str(v) for v in spec.volumes]
+    mounts = [v.host_str() for v in spec.volumes]
     if spec.workdir:
-        mounts.append(f"{spec.workdir}:{launch.CONTAINER_WORKDIR}")
+        mounts.append(f"{spec.resolved_workdir}:{launch.CONTAINER_WORKDIR}")
     if s.container == "pyxis":
         opts = [f"--container-image={s.container_image or spec.resolved_image}"]
         if mounts:
@@ -110,12 +110,17 @@ def render(spec: JobSpec) -> str:
     if spec.hosts:
         head.append(_directive("--nodelist", ",".join(spec.hosts)))
     if spec.workdir and s.container == "none":
-        head.append(_directive("--chdir", spec.workdir, _PATH_RE))
+        head.append(_directive("--chdir", spec.resolved_workdir, _PATH_RE))
     head.append(_directive("--output", s.output, _OUTPUT_RE))
 
     body = ["", "set -euo pipefail", ""]
     for key, value in launch.base_env(spec).items():
         body.append(f"export {key}={shlex.quote(value)}")
+    if spec.secret_env:
+        body.append("# Secrets: not in this script; sbatch passes them from the environment it is called from.")
+    for secret in spec.secret_env:  # a name is an env name (rules.env_name): safe unquoted
+        body.append(f': "${{{secret.name}:?is not set: export it before sbatch (its value is not in this script)}}"')
+        body.append(f"export {secret.name}")
     body.append("")
     body.append("# The first host of the allocation runs the c10d rendezvous store.")
     body.append('FIRST_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"')  # sed, not head: no SIGPIPE under pipefail

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpctl import launch
+from ddpctl import k8s_contract, launch
 from ddpctl.render import Unsupported, _k8s, check_supported
 from ddpctl.spec import JobSpec, KubernetesOptions
 
@@ -26,7 +26,7 @@ KIND = "TrainJob"
 TRAINER_VERSION = "v2.3.0"
 NODE_JOB = "node"  # the replicatedJob and container name in the torch-distributed runtime
 PATCH_MANAGER = "ddpctl.io/render"
-PET_VARS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+PET_VARS = k8s_contract.PET_VARS
 
 _D = KubernetesOptions()
 
