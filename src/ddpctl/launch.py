@@ -12,7 +12,8 @@ Slurm) gets its command from here, so there is one copy of the rules:
 - PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
   torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
   ``PET_MASTER_PORT``), see docs/render.md;
-- Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``.
+- Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``, whose store is a process of
+  its own (:func:`slurm_store_command`) that outlives every node's torchrun.
 
 The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``
 both work unchanged.
@@ -163,6 +164,7 @@ def torchrun_argv(
     rdzv_endpoint: str | None = None,
     rdzv_id: str | None = None,
     nproc_per_node: str | None = None,
+    rdzv_conf: str | None = None,
 ) -> list[str]:
     """``torchrun [topology flags] --no-python <user command>``; flags left None are omitted."""
     argv = ["torchrun"]
@@ -175,6 +177,7 @@ def torchrun_argv(
         ("--rdzv-backend", rdzv_backend),
         ("--rdzv-endpoint", rdzv_endpoint),
         ("--rdzv-id", rdzv_id),
+        ("--rdzv-conf", rdzv_conf),
     ):
         if value is not None:
             argv += [flag, value]
@@ -230,7 +233,14 @@ def operator_command(spec: JobSpec) -> list[str]:
 
 
 def slurm_command(spec: JobSpec) -> list[str]:
-    """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time."""
+    """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time.
+
+    A c10d rendezvous at ``$MASTER_ADDR:port`` in which every torchrun is a client (``is_host=false``): the
+    store is :func:`slurm_store_command`, started on the first node before the training step and stopped
+    after it. When a torchrun hosts the store instead (c10d's default, or a static rendezvous on node 0),
+    it exits as soon as its own node is done, and the other nodes' torchrun, still closing the rendezvous
+    or in their exit barrier, print connection errors and tracebacks (docs/several-hosts.md).
+    """
     return torchrun_argv(
         spec,
         nnodes=ShellExpr('"$SLURM_JOB_NUM_NODES"'),
@@ -238,4 +248,16 @@ def slurm_command(spec: JobSpec) -> list[str]:
         rdzv_backend="c10d",
         rdzv_endpoint=ShellExpr(f'"$MASTER_ADDR:{spec.port}"'),
         rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
+        rdzv_conf="is_host=false",
     )
+
+
+# The rendezvous store of a Slurm job: a TCPStore server (torch is where torchrun is) that waits for SIGTERM.
+SLURM_STORE_CODE = ('import signal, sys, torch.distributed as d; '
+                    's = d.TCPStore("0.0.0.0", int(sys.argv[1]), is_master=True, wait_for_workers=False, '
+                    'multi_tenant=True); signal.pause()')
+
+
+def slurm_store_command(spec: JobSpec) -> list[str]:
+    """The process that hosts a Slurm job's c10d rendezvous store on the first node (see slurm_command)."""
+    return ["python3", "-c", SLURM_STORE_CODE, str(spec.port)]

@@ -66,7 +66,7 @@ def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
             what = f"GPU ids {','.join(map(str, ids))}" if per.device_ids else f"{need} GPU(s)"
             raise UsageError(f"job {plan.job} asks for {what} but this host has {host_gpus} GPU(s)",
                              "lower --gpus-per-node / --nodes, or use --gpus-per-node 0 for a CPU run")
-        if not engine.has_nvidia_runtime():
+        if not engine.has_nvidia_runtime(plan.image):
             raise EngineError("the Docker Engine has no NVIDIA runtime, so containers cannot get GPUs",
                               "install nvidia-container-toolkit and restart dockerd")
     if not engine.image_exists(plan.image):
