@@ -17,6 +17,7 @@ from torch import nn
 from . import checkpoint as ckpt_mod
 from . import data as data_mod
 from . import sync as sync_mod
+from . import threads as threads_mod
 from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
 from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_SYNC, EXIT_USAGE, TrainError
@@ -28,6 +29,7 @@ class Run:
     def __init__(self, args):
         self.args = args
         self.t0 = time.monotonic()
+        self.threads = threads_mod.apply()  # OMP_NUM_THREADS and torch's intra-op threads, before any work
         self.launch = detect(args)
         a, L = args, self.launch
         if a.strategy in ("dp", "single") and L.world_size > 1:
@@ -177,7 +179,7 @@ class Run:
             data=src, data_pipeline=self.pipeline, precision=self.precision, channels_last=self.channels_last,
             compile=a.compile, sync_bn=a.sync_bn, per_rank_batch=self.per_rank_batch,
             global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
-            epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params)
+            epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params, threads=self.threads)
         self.say("ddp-train: " + " ".join(f"{k}={v}" for k, v in self.header.items()))
         self.metrics.write("start", **self.header)
 

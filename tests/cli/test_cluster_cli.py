@@ -34,7 +34,7 @@ def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
     assert modules.split() == ["False", "False"]
     printed = yaml.safe_load(text)
     spec = spec_from_dict({"name": "dry", "nodes": 2, "nproc_per_node": 2, "command": ["python", "t.py"]})
-    assert printed == plan_local(spec, cwd=tmp_path).to_dict()
+    assert printed == plan_local(spec, cwd=tmp_path, host_cpus=os.cpu_count()).to_dict()
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -88,8 +88,9 @@ def _mount(vol_source: str, target: str, read_only: bool, cwd: Path) -> Mount:
     return Mount(src, target, read_only, False)  # a named volume
 
 
-def plan_local(spec: JobSpec, *, cwd: Path) -> LocalPlan:
-    """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths."""
+def plan_local(spec: JobSpec, *, cwd: Path, host_cpus: float | None = None) -> LocalPlan:
+    """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths;
+    ``host_cpus`` (the engine host's CPUs) sets each process's ``OMP_NUM_THREADS`` (:func:`launch.thread_env`)."""
     if spec.multi_host:
         raise UnsupportedFeature(
             "ddpctl up", "hosts", "it starts every node on this one host",
@@ -106,7 +107,7 @@ def plan_local(spec: JobSpec, *, cwd: Path) -> LocalPlan:
     if spec.memlock:
         ulimits.append(("memlock", -1, -1))
     containers = []
-    for node in launch.local_nodes(spec):
+    for node in launch.local_nodes(spec, host_cpus=host_cpus):
         containers.append(ContainerPlan(
             rank=node.rank, name=node.name, hostname=node.name, image=spec.resolved_image,
             argv=node.argv, env=node.env, labels=node.labels, gpus=node.gpus, network=network,

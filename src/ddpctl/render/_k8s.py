@@ -32,7 +32,7 @@ COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
 
 def env_list(spec: JobSpec) -> list[dict[str, str]]:
     """The container env (``$`` escaped so the kubelet does not expand ``$(VAR)`` in user values)."""
-    return [{"name": k, "value": v.replace("$", "$$")} for k, v in launch.base_env(spec).items()]
+    return [{"name": k, "value": v.replace("$", "$$")} for k, v in launch.operator_env(spec).items()]
 
 
 def command(spec: JobSpec) -> list[str]:

@@ -116,6 +116,9 @@ def render(spec: JobSpec) -> str:
     for key, value in launch.base_env(spec).items():
         body.append(f"export {key}={shlex.quote(value)}")
     body.append("")
+    threads = launch.slurm_thread_lines(spec)
+    if threads:
+        body += threads + [""]
     if spec.master_addr:
         body.append(f"MASTER_ADDR={shlex.quote(spec.master_addr)}")
     else:
