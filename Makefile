@@ -49,8 +49,8 @@ base-image: install engine  ## ddpctl/base:bookworm via debootstrap (skipped whe
 image-cpu: install engine base-image $(WHEELHOUSE)/.stamp  ## ddpctl/ddp-train:cpu, fully offline (cached)
 	$(BIN)/ddpctl image build --cpu --wheelhouse $(WHEELHOUSE)
 
+# ddpctl pulls the base when the engine lacks it; no registry -> its one-line hint (docker load, --base, image-cpu)
 image: install engine  ## ddpctl/ddp-train:cuda on the pinned pytorch/pytorch CUDA runtime (needs a registry)
-	docker image inspect $(CUDA_BASE) >/dev/null 2>&1 || docker pull $(CUDA_BASE)
 	$(BIN)/ddpctl image build --base $(CUDA_BASE)
 
 clean:
