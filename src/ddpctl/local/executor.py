@@ -105,7 +105,8 @@ def host_cpus(engine: Engine | None = None) -> int:
     """
     if engine is not None and not _engine_is_local():
         try:
-            ncpu = int(getattr(engine, "client").info().get("NCPU") or 0)
+            client = getattr(engine, "client", None)  # DockerEngine; other engines cannot say
+            ncpu = int(client.info().get("NCPU") or 0) if client is not None else 0
             if ncpu > 0:
                 return ncpu
         except Exception:  # noqa: BLE001 - an engine that cannot say: assume this machine's count
