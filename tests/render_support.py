@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
 from typing import Any, Iterator
-
-import yaml
 
 from ddpctl import schemas
 
@@ -164,7 +161,8 @@ def pod_template_errors(template: dict) -> list[str]:
 
 # -------------------------------------------------------------------------------------------------- Slurm
 
-_FAKE_SRUN = """#!{python}
+_FAKE_SRUN = """#!/usr/bin/env python3
+# (a '#!' line cannot hold an interpreter path with a space; any python3 on PATH records the call)
 import json, os, sys
 with open(os.environ["FAKE_SRUN_OUT"], "w") as fh:
     json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, fh)
@@ -180,11 +178,10 @@ def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242") -> dict
 
     Returns what srun received: ``argv`` (its argument list) and ``env``. Nothing of the job itself runs.
     """
-    import sys
 
     bin_dir = tmp / "fakebin"
     bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "srun").write_text(_FAKE_SRUN.format(python=sys.executable))
+    (bin_dir / "srun").write_text(_FAKE_SRUN.format())
     (bin_dir / "scontrol").write_text(_FAKE_SCONTROL)
     for f in ("srun", "scontrol"):
         (bin_dir / f).chmod(0o755)
