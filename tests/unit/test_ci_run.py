@@ -47,7 +47,7 @@ def test_ci_run_tests_a_clone_in_a_path_with_a_space(tmp_path, code):
     seen = json.loads(log.read_text())
     assert seen["argv"] == ["test"]  # exactly the README's test command
     assert " " in seen["cwd"] and not seen["cwd"].startswith(str(ROOT))
-    assert seen["beside"] == [os.path.basename(seen["cwd"])]  # no sibling folder (no ../shared)
+    assert seen["beside"] == [os.path.basename(seen["cwd"])]  # no sibling folder to read from
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     assert seen["head"] == head
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split("\n")
