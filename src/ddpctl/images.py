@@ -559,13 +559,9 @@ def _tidy_build(client, trace: BuildTrace, final_id: str | None, cache_tag: str 
     is tagged ``<tag>-deps`` (the one it replaces is removed); after a failed build, the partial step
     images are removed.
     """
-    dangling = _dangling_ids(client)
-    if not dangling:
-        return
-    full = {short: i for short in trace.ids for i in dangling if i.split(":", 1)[-1].startswith(short)}
     keep = set()
     if final_id and cache_tag and trace.stage_ends:
-        stage = full.get(trace.stage_ends[0])
+        stage = _image_id(client, trace.stage_ends[0])  # also when a cached stage already has another tag
         if stage:
             previous = _image_id(client, cache_tag)
             repo, _, version = cache_tag.rpartition(":")
@@ -576,7 +572,9 @@ def _tidy_build(client, trace: BuildTrace, final_id: str | None, cache_tag: str 
                     _drop_if_untagged(client, previous)
             except Exception:  # noqa: BLE001 - could not tag: removed below like the rest
                 pass
-    for image in set(full.values()) - keep:
+    dangling = _dangling_ids(client)
+    ours = {i for short in trace.ids for i in dangling if i.split(":", 1)[-1].startswith(short)}
+    for image in ours - keep:
         _drop_if_untagged(client, image)
 
 

@@ -61,32 +61,42 @@ def test_stage_cache_is_tagged_not_dangling(engine, cpu_image):
     nonce = uuid.uuid4().hex
     dockerfile = (f"FROM {cpu_image} AS deps\nRUN echo {nonce} > /stage-one\n"
                   f"FROM {cpu_image}\nCOPY --from=deps /stage-one /stage-one\n")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    tag = f"ddpctl-test/stages:{nonce[:8]}"
-    trace = images.BuildTrace()
-    final = None
-    try:
+    def build(tag: str) -> images.BuildTrace:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            data = dockerfile.encode()
+            info = tarfile.TarInfo("Dockerfile")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        buf.seek(0)
+        trace = images.BuildTrace()
         for ev in engine.api.build(fileobj=buf, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True):
             for line in ev.get("stream", "").splitlines():
                 trace.feed(line)
             assert "error" not in ev, ev
-        final = engine.images.get(tag).id
+        return trace
+
+    tags = [f"ddpctl-test/stages:{nonce[:8]}", f"ddpctl-test/stages:{nonce[:8]}-again"]
+    traces = []
+    try:
+        trace = build(tags[0])
+        traces.append(trace)
         assert len(trace.stage_ends) == 1
         assert _ours(trace, _dangling(engine)), "expected the builder to leave stage one dangling"
-        images._tidy_build(engine, trace, final, images.deps_tag(tag))
+        images._tidy_build(engine, trace, engine.images.get(tags[0]).id, images.deps_tag(tags[0]))
         assert not _ours(trace, _dangling(engine))
-        cache = engine.images.get(images.deps_tag(tag))
+        cache = engine.images.get(images.deps_tag(tags[0]))
         assert cache.id.split(":", 1)[1].startswith(trace.stage_ends[0])
+        # the same stages again under another tag: stage one comes from the cache and gets that tag's name too
+        again = build(tags[1])
+        traces.append(again)
+        images._tidy_build(engine, again, engine.images.get(tags[1]).id, images.deps_tag(tags[1]))
+        assert engine.images.get(images.deps_tag(tags[1])).id == cache.id
     finally:
-        for ref in (tag, images.deps_tag(tag)):
+        for ref in [t for tag in tags for t in (tag, images.deps_tag(tag))]:
             try:
                 engine.images.remove(ref)
             except Exception:  # noqa: BLE001 - not created
                 pass
-    assert not _ours(trace, _dangling(engine)), "removing the test images left <none> images"
+    for trace in traces:
+        assert not _ours(trace, _dangling(engine)), "removing the test images left <none> images"
