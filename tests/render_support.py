@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -94,7 +95,7 @@ def pod_template_errors(template: dict) -> list[str]:
 _FAKE_SRUN = """#!/bin/sh
 # Ignore SIGTERM first: the script kills the store's (backgrounded) srun when it exits; record it anyway.
 trap '' TERM
-exec {python} "$0.py" "$@"
+exec "{python}" "$0.py" "$@"
 """
 _FAKE_SRUN_PY = """import json, os, sys
 # The rendezvous store's step (srun --overlap ... &) goes to its own file; the training step to FAKE_SRUN_OUT.
@@ -118,7 +119,6 @@ def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242", extra_e
     the same for the rendezvous store's step. Nothing of the job itself runs.
     ``extra_env``: more of the submitting environment (sbatch passes it on).
     """
-    import sys
 
     bin_dir = tmp / "fakebin"
     bin_dir.mkdir(exist_ok=True)

@@ -294,6 +294,7 @@ def build_base(plan: BasePlan, *, force: bool = False, progress: Progress | None
     if labels is not None and labels.get(LABEL_BASE_HASH) == plan.input_hash and not force:
         progress.done(f"{plan.tag} is up to date ({plan.suite}, {', '.join(plan.packages)})")
         return _image_id(client, plan.tag) or ""
+    previous_id = _image_id(client, plan.tag)
     parent = workdir or Path(os.environ.get("TMPDIR", "/var/tmp"))
     root = Path(tempfile.mkdtemp(prefix="ddpctl-base-", dir=parent))
     try:
@@ -330,6 +331,8 @@ def build_base(plan: BasePlan, *, force: bool = False, progress: Progress | None
         if errors:
             raise EngineError(f"importing the base image failed: {errors[0]}", "check the Docker daemon's log")
         image_id = _image_id(client, plan.tag) or ""
+        if previous_id and previous_id != image_id:
+            _drop_if_untagged(client, previous_id)  # the base it replaced, unless an image is built on it
         progress.done(f"built {plan.tag} ({image_id[7:19]}) from debian {plan.suite}")
         return image_id
     finally:
@@ -340,7 +343,9 @@ def build_base(plan: BasePlan, *, force: bool = False, progress: Progress | None
 def _unmount_below(root: Path) -> None:
     """debootstrap mounts proc/sys inside the target; a failed run can leave them mounted."""
     try:
-        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        # /proc/mounts writes a space in a path as \040 (tab \011, newline \012, backslash \134)
+        mounts = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[1])
+                  for line in Path("/proc/mounts").read_text().splitlines()]
     except OSError:
         return
     for m in sorted((m for m in mounts if m.startswith(str(root) + "/")), reverse=True):
@@ -452,10 +457,11 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     root = root or find_source_root()
     client = docker_client()
     base_id = _image_id(client, plan.base)
+    if base_id is None and plan.base == DEFAULT_LOCAL_BASE:
+        raise EngineError(f"base image {plan.base} is not present on this Docker Engine",
+                          "build it offline with 'ddpctl image base'")
     if base_id is None:
-        fix = ("build it offline with 'ddpctl image base'" if plan.base == DEFAULT_LOCAL_BASE
-               else f"pull it ('docker pull {plan.base}') or pass --base with a local image")
-        raise EngineError(f"base image {plan.base} is not present on this Docker Engine", fix)
+        base_id = pull_base(client, plan.base, progress)
     found = probe_torch(client, plan.base)
     if found is not None:  # the labels must describe the torch the image really has
         progress.line(f"base {plan.base} has torch {found[0]} (CUDA {found[1] or 'none'})")
@@ -474,12 +480,14 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     labels = {LABEL_BUILD_HASH: digest, LABEL_VERSION: __version__, LABEL_MANAGED_BY: MANAGED_BY}
     image_id = ""
     error = None
+    trace = BuildTrace()
     try:
         for ev in client.api.build(path=str(root), dockerfile=plan.dockerfile, tag=plan.tag, rm=True,
                                    forcerm=True, pull=False, nocache=nocache, buildargs=plan.buildargs(),
                                    labels=labels, decode=True):
             if "stream" in ev:
                 for line in ev["stream"].splitlines():
+                    trace.feed(line)
                     progress.line(line)
             elif "status" in ev:
                 progress.line(str(ev["status"]))
@@ -492,10 +500,12 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     finally:
         shutil.rmtree(root / STAGE_DIR, ignore_errors=True)
     if error:
+        _tidy_build(client, trace, None, None)
         raise EngineError(f"building {plan.tag} failed: {error[:300]}", "read the build output above")
     image_id = image_id or _image_id(client, plan.tag) or ""
     if previous_id and previous_id != image_id:
         _drop_if_untagged(client, previous_id)
+    _tidy_build(client, trace, image_id, deps_tag(plan.tag))
     seconds = time.monotonic() - t0
     final = image_labels(client, plan.tag) or {}
     progress.done(f"built {plan.tag} ({image_id[7:19]}) in {seconds:.0f}s: torch {final.get(LABEL_TORCH, '?')}, "
@@ -503,14 +513,123 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     return BuildResult(plan.tag, image_id, False, seconds, final)
 
 
+class BuildTrace:
+    """Reads the legacy builder's output: the image id after each step and where each stage ended."""
+
+    _STEP_ID = re.compile(r"^\s*---> ([0-9a-f]{12,64})\s*$")
+    _FROM = re.compile(r"^Step \d+/\d+ : FROM ", re.IGNORECASE)
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []  # every step's image id, in order
+        self.stage_ends: list[str] = []  # the last image of each finished stage but the final one
+        self._froms = 0
+
+    def feed(self, line: str) -> None:
+        m = self._STEP_ID.match(line)
+        if m:
+            self.ids.append(m.group(1))
+        elif self._FROM.match(line):
+            if self._froms and self.ids:
+                self.stage_ends.append(self.ids[-1])
+            self._froms += 1
+
+
+def deps_tag(tag: str) -> str:
+    """Tag of the first build stage (torch and the dependencies), kept as the build cache of ``tag``."""
+    from docker.utils import parse_repository_tag
+
+    repo, version = parse_repository_tag(tag)
+    if version and version.startswith("sha256:"):
+        version = None
+    return f"{repo}:{version or 'latest'}-deps"
+
+
+def _dangling_ids(client) -> set[str]:
+    try:
+        return {img.id for img in client.images.list(filters={"dangling": True})}
+    except Exception:  # noqa: BLE001 - an engine that cannot list: nothing to tidy
+        return set()
+
+
+def _tidy_build(client, trace: BuildTrace, final_id: str | None, cache_tag: str | None) -> None:
+    """Leave no ``<none>`` image behind from this build (only ids this build printed are touched).
+
+    The legacy builder keeps the last image of every earlier stage untagged and childless: the first stage
+    (the venv with torch) is the layer cache that makes a rebuild after a code change take seconds, so it
+    is tagged ``<tag>-deps`` (the one it replaces is removed); after a failed build, the partial step
+    images are removed.
+    """
+    keep = set()
+    if final_id and cache_tag and trace.stage_ends:
+        stage = _image_id(client, trace.stage_ends[0])  # also when a cached stage already has another tag
+        if stage:
+            previous = _image_id(client, cache_tag)
+            repo, _, version = cache_tag.rpartition(":")
+            try:
+                client.images.get(stage).tag(repo, version)
+                keep.add(stage)
+                if previous and previous != stage:
+                    _drop_if_untagged(client, previous)
+            except Exception:  # noqa: BLE001 - could not tag: removed below like the rest
+                pass
+    dangling = _dangling_ids(client)
+    ours = {i for short in trace.ids for i in dangling if i.split(":", 1)[-1].startswith(short)}
+    for image in ours - keep:
+        _drop_if_untagged(client, image)
+
+
 def _drop_if_untagged(client, image_id: str) -> None:
-    """The image a rebuild replaced: remove it when nothing else names it (its layers stay cached)."""
+    """An image nothing names any more (the one a rebuild replaced, a stage cache): remove it and its untagged
+    parents that nothing else uses, so no ``<none>`` image is left; shared layers stay cached."""
     try:
         img = client.images.get(image_id)
         if not img.tags:
-            client.images.remove(image_id, noprune=True)
-    except Exception:  # noqa: BLE001 - in use by a container, or already gone: leave it
+            client.images.remove(image_id, noprune=False)
+    except Exception:  # noqa: BLE001 - in use by a container or another image, or already gone: leave it
         pass
+
+
+# What a registry failure looks like in the daemon's pull error, and ddpctl's own words for it.
+_UNREACHABLE = ("no such host", "lookup ", "dial tcp", "i/o timeout", "connection refused", "network is unreachable",
+                "tls handshake timeout", "client.timeout", "temporary failure in name resolution", "server misbehaving",
+                "connection reset", "no route to host", "eof")
+_NOT_THERE = ("not found", "manifest unknown", "pull access denied", "unauthorized", "denied", "does not exist")
+PULL_FIX = ("pull it on a machine that reaches the registry and move it here ('docker save IMAGE | docker load'), "
+            "pass --base with an image this engine already has, or build the CPU image offline with "
+            "'make image-cpu'")
+
+
+def pull_failure_reason(daemon_error: str) -> str:
+    """The daemon's raw pull error (DNS, TLS, HTTP) as a short reason in ddpctl's words."""
+    text = daemon_error.lower()
+    if any(k in text for k in _UNREACHABLE):
+        return "no registry is reachable from the Docker Engine"
+    if any(k in text for k in _NOT_THERE):
+        return "the registry has no such image or refuses access to it"
+    first = " ".join(daemon_error.split())
+    return f"the registry answered: {first[:120]}"
+
+
+def pull_base(client, ref: str, progress: Progress) -> str:
+    """Pull a base image the engine does not have; returns its id. A failed pull is one line with the fix."""
+    from docker.utils import parse_repository_tag
+
+    repo, tag = parse_repository_tag(ref)
+    progress.line(f"pulling base image {ref} (not present on this Docker Engine)")
+    error = None
+    try:
+        for ev in client.api.pull(repo, tag=tag or "latest", stream=True, decode=True):
+            if "error" in ev:
+                error = str(ev.get("error") or ev.get("errorDetail") or "pull failed")
+            elif ev.get("status") and not ev.get("progressDetail"):
+                progress.line(f"{ev.get('id', '')} {ev['status']}".strip())
+    except Exception as exc:  # APIError / NotFound / connection errors from docker-py
+        error = getattr(exc, "explanation", None) or str(exc)
+    image_id = None if error else _image_id(client, ref)
+    if image_id is None:
+        raise EngineError(f"cannot pull base image {ref}: {pull_failure_reason(str(error or 'not found'))}",
+                          PULL_FIX)
+    return image_id
 
 
 def probe_torch(client, image: str) -> tuple[str, str] | None:

@@ -20,7 +20,8 @@ from ddpctl.spec import spec_from_dict
 
 pytestmark = pytest.mark.distributed
 
-_SRUN = """#!{python}
+_SRUN = """#!/usr/bin/env python3
+# (the test's interpreter, found on PATH: a '#!' line cannot hold a path with a space)
 # Local srun: run the command once per node in parallel, like `srun --nodes=N --ntasks-per-node=1`.
 import os, subprocess, sys
 args = sys.argv[1:]
@@ -58,7 +59,7 @@ def test_sbatch_script_rendezvous_gives_distinct_ranks(tmp_path, nodes, nproc):
                            "command": ["python", "-c", _REPORT]})
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "srun").write_text(_SRUN.format(python=sys.executable))
+    (bin_dir / "srun").write_text(_SRUN.format())
     (bin_dir / "scontrol").write_text(_SCONTROL)
     for f in ("srun", "scontrol"):
         (bin_dir / f).chmod(0o755)

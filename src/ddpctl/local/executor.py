@@ -99,6 +99,22 @@ def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
     return existing
 
 
+def host_cpus(engine: Engine | None = None) -> int:
+    """CPUs of the host the containers run on (sets each process's OMP_NUM_THREADS, see ddpctl.launch).
+
+    A local engine (unix socket) shares this machine's CPUs; a remote one is asked (``docker info`` NCPU).
+    """
+    if engine is not None and not _engine_is_local():
+        try:
+            client = getattr(engine, "client", None)  # DockerEngine; other engines cannot say
+            ncpu = int(client.info().get("NCPU") or 0) if client is not None else 0
+            if ncpu > 0:
+                return ncpu
+        except Exception:  # noqa: BLE001 - an engine that cannot say: assume this machine's count
+            pass
+    return os.cpu_count() or 1
+
+
 def _engine_is_local() -> bool:
     """Bind sources can be checked only when the engine runs on this machine (a unix socket)."""
     host = os.environ.get("DOCKER_HOST", "")

@@ -124,6 +124,9 @@ def render(spec: JobSpec) -> str:
         body.append(f': "${{{secret.name}:?is not set: export it before sbatch (its value is not in this script)}}"')
         body.append(f"export {secret.name}")
     body.append("")
+    threads = launch.slurm_thread_lines(spec)
+    if threads:
+        body += threads + [""]
     body.append("# The first host of the allocation runs the c10d rendezvous store.")
     body.append('FIRST_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"')  # sed, not head: no SIGPIPE under pipefail
     if spec.master_addr:
