@@ -6,8 +6,9 @@ It then accepts device requests (``--gpus``, compose ``deploy.resources.reservat
 and adds the hook as an OCI prestart hook. Here the hook is a stand-in script that records each call and
 exits 0 (there is no GPU and no libnvidia-container on this machine); everything else is the real daemon.
 
-The daemon gets its own --data-root, --exec-root, unix socket and pidfile, no default bridge
-(``--bridge=none``), ``--iptables=false`` (the host's iptables belong to the shared engine; one marked
+The daemon gets its own --data-root, --exec-root, unix socket and pidfile, a default bridge of its own
+(``--bridge=ddgpu0``, created and deleted here: ``--bridge=none`` would make it delete the host's ``docker0``,
+which the shared engine needs), ``--iptables=false`` (the host's iptables belong to the shared engine; one marked
 FORWARD rule for its own pool is added and removed) and its own address pool (user networks never overlap
 the shared engine's). It is a child of the test process and is
 stopped (SIGTERM, then its containers are gone with its data root) by :meth:`GpuDockerd.stop`.
@@ -25,6 +26,8 @@ from pathlib import Path
 
 HOOK = "nvidia-container-runtime-hook"
 POOL = "10.213.0.0/16"
+BRIDGE = "ddgpu0"  # its default bridge (never docker0, the shared engine's)
+BRIDGE_ADDR = "10.214.0.1/24"
 ADDRESS_POOL = f"base={POOL},size=24"
 # The shared engine sets the FORWARD policy to DROP and bridged traffic goes through iptables
 # (br_netfilter); this daemon runs with --iptables=false, so one rule lets its own pool talk to itself.
@@ -66,6 +69,7 @@ class GpuDockerd:
         self.proc: subprocess.Popen | None = None
         self.rule_added = False
         self.mounted = False
+        self.bridge_added = False
 
     def start(self, timeout: float = 60) -> None:
         # The data root on its own tmpfs: unmounting it is instant, deleting ~1 GB of overlay2 layers from
@@ -78,9 +82,14 @@ class GpuDockerd:
                                                        capture_output=True).returncode != 0:
             subprocess.run(["iptables", "-I", *FORWARD_RULE], check=True, capture_output=True)
             self.rule_added = True
+        if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode != 0:
+            for cmd in (["ip", "link", "add", BRIDGE, "type", "bridge"], ["ip", "addr", "add", BRIDGE_ADDR, "dev", BRIDGE],
+                        ["ip", "link", "set", BRIDGE, "up"]):
+                subprocess.run(cmd, check=True, capture_output=True)
+            self.bridge_added = True
         dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
         argv = [dockerd, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
-                "-H", self.host, "--pidfile", str(self.root / "docker.pid"), "--bridge=none",
+                "-H", self.host, "--pidfile", str(self.root / "docker.pid"), f"--bridge={BRIDGE}",
                 "--iptables=false", "--ip-masq=false", "--default-address-pool", ADDRESS_POOL]
         env = {**os.environ, "PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"}
         env.pop("DOCKER_HOST", None)
@@ -138,6 +147,8 @@ class GpuDockerd:
             self.log.close()
         if self.rule_added:
             subprocess.run(["iptables", "-D", *FORWARD_RULE], capture_output=True)
+        if self.bridge_added:
+            subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
         if self.mounted:
             subprocess.run(["umount", "-R", str(self.root / "data")], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)

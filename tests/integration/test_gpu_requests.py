@@ -38,10 +38,13 @@ def gpu_engine(engine, cpu_image):
         problem = "no dockerd binary"
     if problem:
         (pytest.fail if _required() else pytest.skip)(f"no GPU-request engine: {problem}")
+    had_docker0 = os.path.exists("/sys/class/net/docker0")
     d = GpuDockerd()
     try:
         t0 = time.monotonic()
         d.start()
+        # the shared engine's default bridge must survive a second daemon (--bridge=none used to delete it)
+        assert os.path.exists("/sys/class/net/docker0") == had_docker0, "the second dockerd removed docker0"
         d.load_image(cpu_image)
         print(f"second dockerd up and {cpu_image} loaded in {time.monotonic() - t0:.1f} s")
         yield d
@@ -49,6 +52,7 @@ def gpu_engine(engine, cpu_image):
         t0 = time.monotonic()
         d.stop()
         print(f"second dockerd stopped and removed in {time.monotonic() - t0:.1f} s")
+        assert os.path.exists("/sys/class/net/docker0") == had_docker0, "the second dockerd removed docker0"
 
 
 @pytest.fixture
