@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -167,6 +168,23 @@ def _non_root_runner(sock_gid: int) -> tuple[list[str], int, int]:
     return ["setpriv", f"--reuid={uid}", f"--regid={gid}", f"--groups={sock_gid}", "--"], uid, gid
 
 
+def _ddpctl_as(runner: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """How the non-root user starts this checkout's ddpctl: the venv's own script, or, when the venv's interpreter
+    lives where that user cannot enter (pyenv under root's 0700 home, as on the CI machine), the same code (the
+    venv's site-packages and src/) run by the system python3 of the same version."""
+    if not runner or subprocess.run([*runner, DDPCTL, "--version"], capture_output=True, env=env).returncode == 0:
+        return [DDPCTL], env
+    import sysconfig
+
+    system = "/usr/bin/python3"
+    same = subprocess.run([system, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+    if same.returncode != 0 or same.stdout.strip() != str(tuple(sys.version_info[:2])):
+        return [DDPCTL], env  # nothing better: the assertion below explains
+    src = Path(__file__).resolve().parents[2] / "src"
+    path = os.pathsep.join([str(src), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    return [system, "-m", "ddpctl"], dict(env, PYTHONPATH=path, PYTHONNOUSERSITE="1")
+
+
 def test_files_written_through_workdir_belong_to_the_caller(engine, cpu_image, job_name):
     sock = "/var/run/docker.sock"
     host = os.environ.get("DOCKER_HOST", "")
@@ -178,16 +196,17 @@ def test_files_written_through_workdir_belong_to_the_caller(engine, cpu_image, j
     try:
         os.chown(work, uid, gid)
         env = dict(os.environ, NO_COLOR="1", HOME=str(work))
+        cli, env = _ddpctl_as(runner, env)
 
         def as_user(*cmd: str, timeout: int = 400) -> subprocess.CompletedProcess:
             return subprocess.run([*runner, *cmd], cwd=work, capture_output=True, text=True, env=env,
                                   timeout=timeout)
 
-        reach = as_user(DDPCTL, "--version")
-        assert reach.returncode == 0, (f"uid {uid} cannot run {DDPCTL} ({reach.stderr.strip()[-300:]}): every "
+        reach = as_user(*cli, "--version")
+        assert reach.returncode == 0, (f"uid {uid} cannot run {cli} ({reach.stderr.strip()[-300:]}): every "
                                        "directory above the checkout must be world-traversable (chmod o+x)")
 
-        up = as_user(DDPCTL, "up", "--name", job_name, "--image", cpu_image, "--nodes", "2", "--workdir", ".", "--",
+        up = as_user(*cli, "up", "--name", job_name, "--image", cpu_image, "--nodes", "2", "--workdir", ".", "--",
                      "ddp-train", "--workload", "toy", "--train-size", "256", "--test-size", "64", "--batch-size",
                      "32", "--epochs", "1", "--output-dir", "ckpt/run1", "--checkpoint-every", "4")
         assert up.returncode == 0, up.stderr[-3000:]
@@ -200,7 +219,7 @@ def test_files_written_through_workdir_belong_to_the_caller(engine, cpu_image, j
 
         if runner:  # the same caller cannot remove what a root container wrote: what the default prevents
             ddpctl("down", job_name)
-            root = as_user(DDPCTL, "up", "--name", job_name, "--image", cpu_image, "--user", "root", "--workdir", ".",
+            root = as_user(*cli, "up", "--name", job_name, "--image", cpu_image, "--user", "root", "--workdir", ".",
                            "--", "python", "-c", "import os; os.makedirs('byroot/sub'); open('byroot/sub/f', 'w')")
             assert root.returncode == 0, root.stderr[-2000:]
             assert (work / "byroot" / "sub" / "f").stat().st_uid == 0
