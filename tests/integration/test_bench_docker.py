@@ -4,6 +4,7 @@ cluster code of `ddpctl up` (CPU image, gloo), and nothing left behind."""
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 from itest_helpers import ddpctl
@@ -31,9 +32,13 @@ def test_bench_in_containers(engine, cpu_image, tmp_path):
     logs = sorted(p.name for p in (out / "logs").iterdir())
     assert logs[0] == "01-probe-x2.log"
     assert "$ docker (" in (out / "logs" / logs[0]).read_text()
-    # Every run's job was removed: no container or network named bench-* remains.
-    assert not [c.name for c in engine.containers.list(all=True) if c.name.startswith("bench-")]
-    assert not [n.name for n in engine.networks.list() if n.name.startswith("bench-")]
+    # Every run's job was removed: no container of this bench's jobs remains (other bench runs on a shared
+    # engine have other process ids in their job names).
+    jobs = set(re.findall(r"job (bench-\d+)-\d+\)", "".join(p.read_text() for p in (out / "logs").iterdir())))
+    assert len(jobs) == 1, jobs
+    (prefix,) = jobs
+    assert not [c.name for c in engine.containers.list(all=True) if c.name.startswith(prefix + "-")]
+    assert not [n.name for n in engine.networks.list() if n.name.startswith(prefix + "-")]
 
 
 def test_bench_docker_missing_image(engine, tmp_path):

@@ -136,7 +136,7 @@ class DockerExecutor(Executor):
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
             argv = " ".join(plan.containers[0].argv)
-            log.write_text(f"$ docker ({plan.image}) {argv}\n--- exit {res.returncode} after {res.seconds:.1f} s"
+            log.write_text(f"$ docker ({plan.image}, job {plan.job}) {argv}\n--- exit {res.returncode} after {res.seconds:.1f} s"
                            f"{' (timed out)' if res.timed_out else ''}\n--- output\n{res.stdout}\n--- stderr\n"
                            f"{res.stderr if res.stderr != res.stdout else ''}", encoding="utf-8")
         return res
