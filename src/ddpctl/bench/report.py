@@ -289,7 +289,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
         ["host", hw["hostname"] or "-"],
     ])
     if hw.get("topology"):
-        from ddpctl.bench.hardware import strip_ansi
+        from ddpctl.host import strip_ansi
 
         lines += ["", "GPU topology (`nvidia-smi topo -m`):", "", "```", strip_ansi(hw["topology"]), "```"]
     lines += [""]

@@ -2,9 +2,9 @@
 
 ddpctl never imports torch: every measurement is a separate program run (``python -m ddp_train``,
 ``python -m ddp_train.allreduce_probe`` under ``torchrun``, ``python -m ddp_train.sysinfo``), and the results
-come back as the JSON line each program prints last. An :class:`Executor` starts those programs: on the host
-(:class:`HostExecutor`, subprocesses) or in containers (:class:`ddpctl.bench.docker.DockerExecutor`, the same
-path as ``ddpctl up``). The one place that knows ddp-train's flags is :func:`ddp_train_args`.
+come back as the JSON line each program prints last. A :class:`Runner` starts those programs: on the host
+(:class:`HostRunner`, subprocesses) or in containers (:class:`ddpctl.bench.docker.DockerRunner`, the same
+path as ``ddpctl up``; not to be confused with :mod:`ddpctl.local.executor`, which applies a local plan). The one place that knows ddp-train's flags is :func:`ddp_train_args`.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class RunResult:
         return " | ".join(x.strip() for x in text[-lines:])
 
 
-class Executor(ABC):
+class Runner(ABC):
     """Starts one program run and waits for it."""
 
     runtime = "?"
@@ -110,7 +110,7 @@ class Executor(ABC):
         """Raise a one-line DdpctlError when nothing could run (before any output is written)."""
 
 
-class HostExecutor(Executor):
+class HostRunner(Runner):
     """Runs programs as subprocesses of this host's Python (``--python`` picks another interpreter)."""
 
     runtime = "host"
@@ -243,17 +243,17 @@ class BenchRun:
     seconds: float = 0.0
 
 
-def collect_sysinfo(executor: Executor, timeout: float = 180.0) -> dict:
-    res = executor.run(Launch("sysinfo", SYSINFO_MODULE, (), gpus=None), timeout=timeout)
+def collect_sysinfo(runner: Runner, timeout: float = 180.0) -> dict:
+    res = runner.run(Launch("sysinfo", SYSINFO_MODULE, (), gpus=None), timeout=timeout)
     info = parse_event(res.stdout, "sysinfo") if res.ok else None
     if info is None:
-        raise JobFailed(f"python -m {SYSINFO_MODULE} failed on {executor.describe()} (exit {res.returncode}: "
+        raise JobFailed(f"python -m {SYSINFO_MODULE} failed on {runner.describe()} (exit {res.returncode}: "
                         f"{res.tail(2) or 'no output'})",
                         "run ddpctl bench where torch and ddp-train are installed (see --python)")
     return info
 
 
-def execute(plan: Plan, executor: Executor, sysinfo: dict, outdir: Path, progress, *,
+def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *,
             cell_timeout: float, extra_args: tuple[str, ...] = (), time_budget: float | None = None) -> BenchRun:
     """Run the probes, then every cell ``plan.repeat`` times (round-robin, so slow drift hits all cells).
 
@@ -284,7 +284,7 @@ def execute(plan: Plan, executor: Executor, sysinfo: dict, outdir: Path, progres
             bench.probe_errors[n] = NOT_RUN
             progress.done(NOT_RUN)
             continue
-        res = executor.run(launch, timeout=limit, log=logs / f"{index:02d}-probe-x{n}.log", tick=progress.tick)
+        res = runner.run(launch, timeout=limit, log=logs / f"{index:02d}-probe-x{n}.log", tick=progress.tick)
         data = parse_event(res.stdout, "allreduce_probe") if res.ok else None
         if data is None:
             bench.probe_errors[n] = _failure(res)
@@ -307,7 +307,7 @@ def execute(plan: Plan, executor: Executor, sysinfo: dict, outdir: Path, progres
                 bench.runs.append(CellRun(cell, rep, RunResult(-1, "", NOT_RUN, 0.0), None, NOT_RUN))
                 progress.done(NOT_RUN)
                 continue
-            res = executor.run(launch, timeout=limit, log=logs / f"{index:02d}-{slug}-r{rep}.log",
+            res = runner.run(launch, timeout=limit, log=logs / f"{index:02d}-{slug}-r{rep}.log",
                                tick=progress.tick)
             summary = parse_event(res.stdout, "summary")
             error = None

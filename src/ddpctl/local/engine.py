@@ -1,7 +1,8 @@
 """The container engine seen by the executor: a small interface and its Docker SDK adapter.
 
 The executor only calls these methods, so the rules about what is created and removed live in one
-place (executor.py) and the Docker specifics in another (here). ``docker`` is imported lazily.
+place (executor.py) and the Docker specifics in another (here). The client and the image lookups come from
+:mod:`ddpctl.dockerclient`, shared with the image commands. ``docker`` is imported lazily.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class DockerEngine(Engine):
     @property
     def client(self):
         if self._client is None:
-            from ddpctl.images import docker_client
+            from ddpctl.dockerclient import docker_client
 
             self._client = docker_client()
         return self._client
@@ -123,14 +124,14 @@ class DockerEngine(Engine):
         self.client  # noqa: B018 - connecting pings
 
     def image_exists(self, ref: str) -> bool:
-        try:
-            self.client.images.get(ref)
-            return True
-        except self._errors().ImageNotFound:
-            return False
+        from ddpctl.dockerclient import image_id
+
+        return image_id(self.client, ref) is not None
 
     def has_nvidia_runtime(self) -> bool:
-        return "nvidia" in (self.client.info().get("Runtimes") or {})
+        from ddpctl.dockerclient import has_nvidia_runtime
+
+        return has_nvidia_runtime(self.client)
 
     def create_network(self, name: str, labels: dict[str, str]) -> str:
         net = self.client.networks.create(name, driver="bridge", labels=labels, check_duplicate=True)
