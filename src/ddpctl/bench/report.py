@@ -13,7 +13,6 @@ from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell
 from ddpctl.bench.runner import BenchRun
 
 SCHEMA_VERSION = 1
-PARAM_KEYS = ("param_count", "num_params", "params", "parameters", "model_params")
 GRAD_BYTES_PER_PARAM = 4  # DDP all-reduces gradients in the parameters' dtype: fp32 (bf16 autocast keeps fp32 params)
 
 
@@ -56,13 +55,8 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
             et, estimated = WORKLOADS[cell.workload].dataset_size / float(r.summary["images_per_sec"]), True
         epochs.append(et)
     last = good[-1].summary if good else None
-    params = None
-    for k in PARAM_KEYS:
-        if _num(last, k):
-            params = int(_num(last, k))
-            break
-    if params is None:
-        params = WORKLOADS[cell.workload].param_count
+    # 'params': the one spelling ddp-train's summary line has (src/ddp_train/summary.schema.json)
+    params = int(_num(last, "params") or 0) or WORKLOADS[cell.workload].param_count
     data_fracs = [_num(r.summary, "data_time_s") / s for r, s in zip(good, steps, strict=True) if _num(r.summary, "data_time_s")]
     util = [_num(r.summary, "gpu_util") for r in good if _num(r.summary, "gpu_util") is not None]
     mem = [_num(r.summary, "gpu_mem_gb") for r in good if _num(r.summary, "gpu_mem_gb") is not None]
