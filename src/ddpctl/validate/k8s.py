@@ -340,7 +340,7 @@ def pod_template(template: Any, path: Path, *, complete: bool) -> Iterator[Issue
 
 # -------------------------------------------------------------------------------------- webhooks
 
-from ddpctl.k8s_contract import PET_VARS  # noqa: E402  (one copy of the torch plugin's variables)
+from ddpctl.launch import PET_VARS  # noqa: E402  (one copy of the torch plugin's variables)
 
 
 def pytorchjob(doc: dict) -> Iterator[Issue]:
