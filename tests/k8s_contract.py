@@ -30,7 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ddpctl.launch import PET_VARS  # the torch plugin's variables: one copy, shared with renderer and validator
+# the torch plugin's variables: one copy, shared with the trainjob renderer and the validator
+from ddpctl.launch import PET_VARS
 
 PYTORCHJOB_DEFAULT_PORT = 23456
 TRAINJOB_MASTER_PORT = 29500  # the operator's own figure; ddpctl.launch's copy is what ddpctl assumes (test_k8s_contract.py)
