@@ -3,7 +3,8 @@
 import pytest
 
 from ddpctl.bench.plan import BenchOptions, default_gpu_counts, parse_counts, parse_list, plan
-from ddpctl.bench.runner import HostRunner, Launch, ddp_train_args, parse_event
+from ddpctl.bench.programs import HostRunner, Launch
+from ddpctl.bench.runner import ddp_train_args, parse_event
 from ddpctl.errors import UsageError
 
 

@@ -22,8 +22,9 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     from ddpctl.bench import report
     from ddpctl.bench.plan import plan as make_plan
     from ddpctl.bench.plan import validate
+    from ddpctl.bench.programs import HostRunner
     from ddpctl.bench.progress import Progress
-    from ddpctl.bench.runner import HostRunner, collect_sysinfo, execute
+    from ddpctl.bench.runner import collect_sysinfo, execute
 
     validate(options)  # names and ranges, before anything runs (GPU counts are checked once known)
     progress = progress or Progress()

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ddpctl.bench.runner import Launch, Runner, RunResult
+from ddpctl.bench.programs import Launch, Runner, RunResult
 
 # Host env that reaches the containers (NCCL/torch tuning and the multicast-off settings of shared hosts).
 PASS_ENV_PREFIXES = ("NCCL_", "TORCH_", "NVSHMEM_", "GLOO_")
