@@ -2,7 +2,7 @@
 import each other): every flag ``ddpctl bench`` gives ddp-train parses with ddp-train's own parser, the
 summary line's JSON schema ships with ddp_train and names every key the bench report reads, and the report
 reads the parameter count under the one spelling ddp-train emits. That a real summary validates against the
-schema is tests/distributed/test_train_contract.py."""
+schema is tests/distributed/test_train_summary_schema.py."""
 
 from __future__ import annotations
 
