@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +44,19 @@ CONFIGS = {
     "r18-nobb-bf16c-2": (2, R18 + ["--no-broadcast-buffers", "--grad-compression", "bf16"], 40, 300),
     "r18-cg-nobb-2": (2, R18 + ["--compile", "--compile-mode", "reduce-overhead", "--no-broadcast-buffers"], 60, 300),
 }
+# issue 13: the whole-step CUDA graph (--step-mode graph), with and without torch.compile, against eager and the
+# classic (seed-style) pipeline: torchvision ResNet-18, PIL per-sample transforms in 4 workers, fp32, eager
+GRAPH = ["--step-mode", "graph"]
+SEED = ["--workload", "cifar10", "--model", "torchvision-resnet18", "--batch-size", "256", "--no-eval",
+        "--sync-check", "off", "--quiet", *CLASSIC, "--no-cudnn-benchmark", "--step-mode", "eager"]
+for _n in (1, 2, 4, 8):
+    CONFIGS[f"r18-eager-{_n}"] = (_n, R18 + ["--step-mode", "eager"], 40, 300)
+    CONFIGS[f"r18-graph-{_n}"] = (_n, R18 + GRAPH, 40, 400)
+    CONFIGS[f"r18-graphddp-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "ddp"], 40, 400)
+    CONFIGS[f"r18-graphc-{_n}"] = (_n, R18 + GRAPH + ["--compile"], 40, 400)
+    CONFIGS[f"r50-graph-{_n}"] = (_n, R50 + GRAPH, 20, 60)
+    CONFIGS[f"r50-eager-{_n}"] = (_n, R50 + ["--step-mode", "eager"], 15, 60)
+    CONFIGS[f"classic-{_n}"] = (_n, SEED, 20, 120)
 DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
 
 
@@ -61,10 +75,24 @@ def run_one(name, scale, timeout, extra=(), warmup_override=None):
         warmup = warmup_override
     cmd = command(gpus, [*args, *extra], warmup, max(5, int(timed * scale)))
     t0 = time.monotonic()
+    # its own process group, ended as a whole on timeout (killing torchrun alone would orphan its workers)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"name": name, "gpus": gpus, "cmd": " ".join(cmd[1:]), "error": f"timeout after {timeout}s"}
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                out, err = proc.communicate(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return {"name": name, "gpus": gpus, "cmd": " ".join(cmd[1:]),
+                "error": f"timeout after {timeout}s; stderr tail: {(err or '')[-2500:]}"}
+    p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     wall = round(time.monotonic() - t0, 1)
     res = {"name": name, "gpus": gpus, "cmd": " ".join(["python"] + cmd[1:]), "rc": p.returncode, "wall_s": wall}
     try:
@@ -109,7 +137,8 @@ def main():
         s = r.get("summary", {})
         print(f"{name:24s} gpus={r['gpus']} img/s={s.get('images_per_sec')} step={s.get('step_time_s')} "
               f"data={s.get('data_time_s')} util={s.get('gpu_util')} mem={s.get('gpu_mem_gb')} "
-              f"wall={r.get('wall_s')} {r.get('error', '')[:300]}", flush=True)
+              f"mode={s.get('step_mode')}{'+compile' if s.get('compile') else ''} startup={s.get('startup_s')} "
+              f"capture={s.get('capture_s')} wall={r.get('wall_s')} {r.get('error', '')[-600:]}", flush=True)
         doc = {"device": s.get("device_name") or (results[0].get("summary") or {}).get("device_name"),
                "results": results, "derived": derive(results)}
         with open(a.out, "w") as f:

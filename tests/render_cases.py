@@ -24,6 +24,7 @@ COMPOSE = {
     "master-addr": {"name": "ma", "nodes": 2, "network": "host", "hosts": ["h1", "h2"],
                     "master_addr": "10.1.1.1"},
     "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"}, "secret_env": {"HF_TOKEN": "hf-token:token"}},
+    "user": {"name": "usr", "nodes": 2, "user": "1000:1000", "workdir": "."},
 }
 
 PYTORCHJOB = {

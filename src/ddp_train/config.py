@@ -9,6 +9,8 @@ from .errors import EXIT_USAGE, TrainError
 
 WORKLOADS = ("toy", "mnist", "cifar10", "imagenet-synthetic")
 MODELS = ("toy-cnn", "mnist-cnn", "resnet18", "pyramidnet", "resnet50")
+# auto step mode: the whole-step CUDA graph (warm-up + capture cost about a second) for runs at least this long
+GRAPH_MIN_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -134,10 +136,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--channels-last", dest="channels_last", action="store_true", default=None,
                    help="NHWC memory format (default on GPU)")
     g.add_argument("--no-channels-last", dest="channels_last", action="store_false")
-    g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile the model (default off; combines with --step-mode graph)")
     g.add_argument("--compile-mode", default="default",
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
                    help="torch.compile mode (reduce-overhead uses CUDA graphs to cut per-kernel launch cost)")
+    g.add_argument("--step-mode", choices=("auto", "eager", "graph"), default="auto",
+                   help="graph: capture the whole training step (forward, backward, DDP all-reduce, optimizer) in "
+                   "one CUDA graph and replay it; eager: run it op by op; auto (default): graph on a GPU for runs "
+                   f"of at least {GRAPH_MIN_STEPS} steps where nothing rules it out, eager otherwise (the first "
+                   "log line says which and why)")
+    g.add_argument("--graph-reducer", choices=("flat", "ddp"), default="flat",
+                   help="how graph mode averages gradients across ranks: flat (default): one NCCL all-reduce of a flat "
+                   "gradient buffer after the backward, BatchNorm buffers broadcast from rank 0 before each forward "
+                   "(as DDP's broadcast_buffers); ddp: DistributedDataParallel built on a side stream with "
+                   "static_graph=True, captured with its bucket hooks")
+    g.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=None,
+                   help="cuDNN autotuning (default: on for GPU runs except --strategy dp and --deterministic)")
     g.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=True,
                    help="DDP re-broadcasts rank 0's buffers (BatchNorm running stats) before every forward; "
                         "--no-broadcast-buffers skips that per-step collective and lets BN stats drift per rank")

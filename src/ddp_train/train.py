@@ -16,10 +16,12 @@ from torch import nn
 
 from . import checkpoint as ckpt_mod
 from . import data as data_mod
+from . import stepmode
 from . import sync as sync_mod
 from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
 from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_SYNC, EXIT_USAGE, TrainError
+from .flatreduce import FlatAllReduce
 from .metrics import GpuStats, MetricsFile, Progress, device_name
 from .models import build_model, convert_sync_bn
 
@@ -44,7 +46,8 @@ class Run:
         # No cuDNN autotuning under DataParallel: its per-forward worker threads start with an empty
         # thread-local benchmark cache, so every step would re-benchmark every convolution (measured on 2x H100:
         # 644 ms per ResNet-18 step instead of ~66 ms).
-        torch.backends.cudnn.benchmark = self.cuda and not a.deterministic and self.strategy != "dp"
+        bench = a.cudnn_benchmark if a.cudnn_benchmark is not None else (not a.deterministic and self.strategy != "dp")
+        torch.backends.cudnn.benchmark = self.cuda and bench
         self.backend = resolve_backend(a, self.device) if self.strategy == "ddp" else None
         if self.strategy == "ddp":
             init(a, L, self.backend, self.device)
@@ -105,6 +108,16 @@ class Run:
             raise TrainError(f"--warmup-steps {self.warmup_steps} leaves no timed step out of {self.stop_at}; "
                              "lower it or raise --max-steps/--epochs", EXIT_USAGE)
         self.log_interval = a.log_interval or max(1, self.steps_per_epoch // 10)
+        # planned on the whole run (a resumed run plans the same way, so it picks the same mode)
+        self.step_plan = stepmode.plan_step(
+            requested=a.step_mode, device_type=self.device.type, strategy=self.strategy, precision=self.precision,
+            compile=a.compile, compile_mode=a.compile_mode, sync_bn=a.sync_bn, grad_compression=a.grad_compression,
+            planned_steps=self.stop_at, distributed=self.strategy == "ddp" and self.distributed)
+        self.graph_mode = self.step_plan.mode == "graph"
+        if self.graph_mode and self.warmup_steps <= self.step_plan.warmup_iters \
+                and self.step_plan.warmup_iters + 1 < self.stop_at:
+            # the timed window starts after the eager warm-up iterations and the capture
+            self.warmup_steps = self.step_plan.warmup_iters + 1
 
         num_classes = int(d.num_classes)
         core = build_model(a.model, shape, num_classes)
@@ -124,8 +137,9 @@ class Run:
                 kw["fused"] = True
             self.opt = torch.optim.SGD(core.parameters(), **kw)
         else:
+            # capturable: its step counter and bias corrections stay on the device, so the step can be captured
             self.opt = torch.optim.AdamW(core.parameters(), lr=lr, weight_decay=a.weight_decay,
-                                         **({"fused": True} if self.cuda else {}))
+                                         **({"fused": True, "capturable": self.graph_mode} if self.cuda else {}))
         warm = int(a.warmup_epochs * self.steps_per_epoch)
         total = self.total_steps
         schedule = a.lr_schedule
@@ -146,11 +160,23 @@ class Run:
         self.resumed_from = None
         self._resume()
 
-        if self.strategy == "ddp" and self.distributed:
-            self.model = nn.parallel.DistributedDataParallel(
-                core, device_ids=[self.device.index] if self.cuda else None,
-                gradient_as_bucket_view=True, find_unused_parameters=False, static_graph=a.static_graph,
-                **_buffer_sync_kwargs(a.broadcast_buffers))
+        # Graph mode: DDP is built (and the warm-up runs) on a side stream, as whole-network capture with DDP needs
+        self.side_stream = torch.cuda.Stream(self.device) if self.graph_mode else None
+        self.reducer = None
+        if self.strategy == "ddp" and self.distributed and self.graph_mode and a.graph_reducer == "flat":
+            self.reducer = FlatAllReduce(core, broadcast_buffers=a.broadcast_buffers)
+            self.model = core
+        elif self.strategy == "ddp" and self.distributed:
+            with (torch.cuda.stream(self.side_stream) if self.graph_mode else contextlib.nullcontext()):
+                if self.graph_mode:
+                    self.side_stream.wait_stream(torch.cuda.current_stream(self.device))
+                self.model = nn.parallel.DistributedDataParallel(
+                    core, device_ids=[self.device.index] if self.cuda else None,
+                    gradient_as_bucket_view=True, find_unused_parameters=False,
+                    static_graph=a.static_graph or (self.graph_mode and not self.step_plan.compile),
+                    **_buffer_sync_kwargs(a.broadcast_buffers))
+            if self.graph_mode:
+                torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
             if a.grad_compression == "bf16":
                 if not self.cuda:
                     raise TrainError("--grad-compression bf16 needs CUDA and NCCL; drop it on CPU "
@@ -161,8 +187,12 @@ class Run:
             self.model = nn.DataParallel(core)
         else:
             self.model = core
-        if a.compile:
+        if self.step_plan.compile:
             self.model = torch.compile(self.model, mode=None if a.compile_mode == "default" else a.compile_mode)
+        self.graph = None  # the captured step (graph mode, once captured)
+        self.acc = torch.zeros(2, device=self.device)  # this epoch's training loss sum and correct count
+        self.capture_s = self.warmup_iters_s = None
+        self.startup_s = None
 
         self.metrics = MetricsFile((a.metrics_file or (os.path.join(a.output_dir, "metrics.jsonl")
                                                         if a.output_dir else None)) if self.is0 else None)
@@ -175,10 +205,14 @@ class Run:
             world_size=self.world, strategy=self.strategy, backend=self.backend, launch=self.launch.mode,
             workload=a.workload, model=a.model, device=str(self.device), device_name=device_name(self.device),
             data=src, data_pipeline=self.pipeline, precision=self.precision, channels_last=self.channels_last,
-            compile=a.compile, sync_bn=a.sync_bn, per_rank_batch=self.per_rank_batch,
+            compile=self.step_plan.compile, step_mode=self.step_plan.mode,
+            graph_reducer=(a.graph_reducer if self.graph_mode and self.distributed else None), sync_bn=a.sync_bn,
+            per_rank_batch=self.per_rank_batch,
             global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
             epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params)
-        self.say("ddp-train: " + " ".join(f"{k}={v}" for k, v in self.header.items()))
+        self.header["step_mode_reason"] = self.step_plan.reason
+        self.say("ddp-train: step: " + self.step_plan.describe() + " | "
+                 + " ".join(f"{k}={v}" for k, v in self.header.items() if k != "step_mode_reason"))
         self.metrics.write("start", **self.header)
 
     def _resume(self):
@@ -234,7 +268,8 @@ class Run:
     def autocast(self):
         if self.amp_dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        # no cast cache in graph mode (PyTorch's CUDA-graph notes: cached casts would be captured as stale tensors)
+        return torch.autocast(self.device.type, dtype=self.amp_dtype, cache_enabled=not self.graph_mode)
 
     def save_checkpoint(self, tag):
         a = self.args
@@ -301,6 +336,95 @@ class Run:
             self.metrics.write("sync_check", step=self.global_step, **res)
         return res
 
+    # ------------------------------------------------------------------------------------- the step
+    def _step_body(self, x, y):
+        """Everything one training step does on the device: forward, loss, backward (DDP all-reduces the gradients
+        in its hooks), optimizer step, and the epoch's loss/accuracy sums. In graph mode the captured graph holds
+        exactly this, so no host-side work (logging, .item()) is in it."""
+        r = self.reducer
+        if r is None:
+            self.opt.zero_grad(set_to_none=True)  # Python only: backward then writes (not adds) the gradients
+        else:
+            r.zero_grad()  # the flat gradient buffer: the backward adds into it
+            r.pre_forward()
+        with self.autocast():
+            out = self.model(x)
+            loss = self.criterion(out, y)
+        if self.scaler:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            if r is not None:
+                r.all_reduce()
+            self.opt.step()
+        with torch.no_grad():
+            self.acc.add_(torch.stack([loss.detach().float() * y.shape[0], (out.detach().argmax(1) == y).sum().float()]))
+
+    def _warmup_step(self, x, y):
+        """An ordinary training step, run eagerly on the side stream before the capture (graph mode)."""
+        cur = torch.cuda.current_stream(self.device)
+        self.side_stream.wait_stream(cur)
+        with torch.cuda.stream(self.side_stream):
+            self._step_body(x, y)
+        cur.wait_stream(self.side_stream)
+
+    def _capture(self, x, y):
+        """Capture one step into a CUDA graph, reading its batch from static buffers and its learning rate from
+        device tensors (the scheduler's value is copied in before each replay). Capturing runs nothing: the
+        caller replays the graph for this step."""
+        t0 = time.perf_counter()
+        self.sync_device()
+        self.static_x, self.static_y = x.clone(), y.clone()
+        groups = self.opt.param_groups
+        self.lr_tensors = [torch.tensor(float(g["lr"]), dtype=torch.float32, device=self.device) for g in groups]
+        self.lr_loaded = [float(g["lr"]) for g in groups]
+        floats = [g["lr"] for g in groups]
+        graph = torch.cuda.CUDAGraph()
+        try:
+            for g, t in zip(groups, self.lr_tensors, strict=True):
+                g["lr"] = t
+            # thread_local: calls other threads make meanwhile (the NCCL watchdog querying the events of earlier
+            # eager collectives, the NVML sampler) cannot invalidate the capture; the watchdog does not track
+            # captured collectives.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                self._step_body(self.static_x, self.static_y)
+        finally:
+            for g, v in zip(groups, floats, strict=True):
+                g["lr"] = v
+        self.graph = graph
+        self.capture_s = time.perf_counter() - t0
+
+    def _replay(self, x, y):
+        self.static_x.copy_(x)
+        self.static_y.copy_(y)
+        for i, (g, t) in enumerate(zip(self.opt.param_groups, self.lr_tensors, strict=True)):
+            v = float(g["lr"])
+            if v != self.lr_loaded[i]:  # a one-element fill, only when the schedule moved
+                t.fill_(v)
+                self.lr_loaded[i] = v
+        self.graph.replay()
+
+    def step(self, x, y, warm_left):
+        """One training step in this run's mode; returns the eager warm-up iterations still to go."""
+        if not self.graph_mode:
+            self._step_body(x, y)
+            return 0
+        if self.graph is not None:
+            self._replay(x, y)
+            return 0
+        if warm_left > 0:
+            self._warmup_step(x, y)
+            if warm_left == 1:
+                self.sync_device()
+                self.warmup_iters_s = time.perf_counter() - self._warm_t0
+            return warm_left - 1
+        self._capture(x, y)
+        self._replay(x, y)
+        self.startup_s = time.monotonic() - self.t0
+        return 0
+
     # ------------------------------------------------------------------------------------- loop
     def train(self):
         a = self.args
@@ -314,6 +438,9 @@ class Run:
         sync_res = None
         test_acc = test_loss = None
         saved_at = -1
+        warm_left = self.step_plan.warmup_iters if self.graph_mode else 0
+        self._warm_t0 = time.perf_counter()
+        log = _IntervalLog(self.device)
 
         def pause():
             nonlocal timed, seg_start
@@ -330,6 +457,23 @@ class Run:
                 seg_start = time.perf_counter()
                 self.gpu.active = True
 
+        def emit(rec):
+            """A log line and a metrics record, written once the GPU has reached that point (no stall)."""
+            st = rec["seconds"] / max(1, rec["steps"])
+            ips = self.global_batch / st if st > 0 else 0.0
+            lval = rec["loss_sum"] / max(1, rec["seen"])
+            info = dict(epoch=rec["epoch"], step=rec["step"], loss=round(lval, 4), lr=rec["lr"],
+                        step_time_s=round(st, 5), data_time_s=round(rec["data"] / max(1, rec["steps"]), 5),
+                        images_per_sec=round(ips, 1), gpu_util=self.gpu.mean_util())
+            if rec["bar"] is not None:
+                rec["bar"].update(rec["step_in_epoch"], f"loss {lval:.3f} {ips:,.0f} img/s", force=rec["last"])
+            if rec["log"]:
+                if rec["bar"] is None:
+                    self.say(f"epoch {rec['epoch'] + 1}/{a.epochs} step {rec['step_in_epoch']}/{self.steps_per_epoch} "
+                             f"(global {rec['step']}) loss {lval:.4f} step {st * 1000:.1f} ms "
+                             f"data {info['data_time_s'] * 1000:.1f} ms {ips:,.0f} img/s")
+                self.metrics.write("step", **info)
+
         if self.global_step >= self.stop_at:
             self.say("ddp-train: nothing left to train (already at the last step)")
         stop = self.global_step >= self.stop_at
@@ -340,10 +484,10 @@ class Run:
             full_epoch = self.step_in_epoch == 0
             self.sync_device()
             t_epoch = time.perf_counter()
-            loss_acc = torch.zeros((), device=self.device)
-            correct_acc = torch.zeros((), device=self.device)
+            self.acc.zero_()
             seen = 0
-            interval_t, interval_steps, interval_data = time.perf_counter(), 0, 0.0
+            interval_steps, interval_data = 0, 0.0
+            log.start()
             bar = Progress(self.steps_per_epoch, f"epoch {epoch + 1}/{a.epochs}") if self.bar else None
             it = self.loader.epoch(epoch, self.step_in_epoch)
             while True:
@@ -356,50 +500,26 @@ class Run:
                 interval_data += dt
                 if seg_start is not None:
                     data_time_timed += dt
-                with self.autocast():
-                    out = self.model(x)
-                    loss = self.criterion(out, y)
-                self.opt.zero_grad(set_to_none=True)
-                if self.scaler:
-                    self.scaler.scale(loss).backward()
-                    self.scaler.step(self.opt)
-                    self.scaler.update()
-                else:
-                    loss.backward()
-                    self.opt.step()
+                warm_left = self.step(x, y, warm_left)
                 self.sched.step()
                 self.global_step += 1
                 self.step_in_epoch += 1
                 if seg_start is not None:
                     timed_steps += 1
-                n = y.shape[0]
-                seen += n
-                loss_acc += loss.detach().float() * n
-                correct_acc += (out.detach().argmax(1) == y).sum()
+                seen += y.shape[0]
                 interval_steps += 1
                 self._debug_hooks()
                 if self.global_step == self.warmup_steps:
                     resume()
                 last = self.global_step >= self.stop_at or self.step_in_epoch >= self.steps_per_epoch
-                if bar or self.step_in_epoch % self.log_interval == 0 or last:
-                    self.sync_device()
-                    now = time.perf_counter()
-                    st = (now - interval_t) / max(1, interval_steps)
-                    ips = self.global_batch / st if st > 0 else 0.0
-                    lval = (loss_acc / max(1, seen)).item()
-                    info = dict(epoch=epoch, step=self.global_step, loss=round(lval, 4),
-                                lr=self.sched.get_last_lr()[0], step_time_s=round(st, 5),
-                                data_time_s=round(interval_data / max(1, interval_steps), 5),
-                                images_per_sec=round(ips, 1), gpu_util=self.gpu.mean_util())
-                    if bar:
-                        bar.update(self.step_in_epoch, f"loss {lval:.3f} {ips:,.0f} img/s", force=last)
-                    if self.step_in_epoch % self.log_interval == 0 or last:
-                        if not bar:
-                            self.say(f"epoch {epoch + 1}/{a.epochs} step {self.step_in_epoch}/{self.steps_per_epoch} "
-                                     f"(global {self.global_step}) loss {lval:.4f} step {st * 1000:.1f} ms "
-                                     f"data {info['data_time_s'] * 1000:.1f} ms {ips:,.0f} img/s")
-                        self.metrics.write("step", **info)
-                        interval_t, interval_steps, interval_data = time.perf_counter(), 0, 0.0
+                is_log = self.step_in_epoch % self.log_interval == 0 or last
+                if bar or is_log:
+                    log.mark(self.acc, dict(epoch=epoch, step=self.global_step, step_in_epoch=self.step_in_epoch,
+                                            lr=self.sched.get_last_lr()[0], steps=interval_steps, data=interval_data,
+                                            seen=seen, bar=bar, log=is_log, last=last))
+                    interval_steps, interval_data = 0, 0.0
+                    for rec in log.ready(wait=bool(bar) or last):
+                        emit(rec)
                 if a.checkpoint_every and self.global_step % a.checkpoint_every == 0 and not last:
                     pause()
                     self.save_checkpoint("every")
@@ -417,14 +537,16 @@ class Run:
                 if self.global_step >= self.stop_at:
                     stop = True
                     break
+            pause()
+            for rec in log.ready(wait=True):
+                emit(rec)
             if bar:
                 bar.close()
-            pause()
             completed = self.step_in_epoch >= self.steps_per_epoch
             ep_time = time.perf_counter() - t_epoch
             if seen:
-                train_loss = (loss_acc / seen).item()
-                train_acc = (correct_acc / seen).item()
+                loss_sum, correct = self.acc.tolist()
+                train_loss, train_acc = loss_sum / seen, correct / seen
             if completed and full_epoch:
                 epoch_time = ep_time
             if sync_res is not None:
@@ -467,6 +589,7 @@ class Run:
             sync_mismatched=sync_res["mismatched"] if sync_res else [],
             bn_stats_drift=len(sync_res["bn_stats_drift"]) if sync_res else 0,
             gpu_util=self.gpu.mean_util(), gpu_mem_gb=self.gpu.mem_gb(),
+            startup_s=_r(self.startup_s, 3), warmup_iters_s=_r(self.warmup_iters_s, 3), capture_s=_r(self.capture_s, 3),
             checkpoint=(ckpt_mod.list_checkpoints(a.output_dir) or [None])[-1] if a.output_dir else None,
             resumed_from=self.resumed_from, wall_time_s=round(time.monotonic() - self.t0, 3))
         code = EXIT_SYNC if summary["sync_check"] == "fail" else EXIT_OK
@@ -493,7 +616,61 @@ class Run:
             # Everyone is done before anyone tears down: a rank that leaves while a peer still talks to it
             # makes gloo abort ("terminate called without an active exception").
             dist.barrier()
+            if self.graph is not None:
+                # A CUDA graph that holds NCCL kernels keeps the communicator busy: destroy_process_group then
+                # waits forever (seen on 2x/4x H200, torch 2.11, NCCL 2.28). The process leaves with os._exit
+                # right after this (ddp_train.__main__), which frees both.
+                self.sync_device()
+                return
             dist.destroy_process_group()
+
+
+class _IntervalLog:
+    """Figures for the log lines without stalling the step. On a GPU a log point copies the loss sum to pinned
+    host memory (non-blocking) and records a CUDA event; its line is written once that event has completed (at
+    a later log point, or at the end of the epoch), with the interval's time measured between events on the
+    GPU. So no log point waits for the device. On CPU: the host clock, written at once."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.pending = []
+        self.prev = None
+
+    def _now(self):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def start(self):
+        self.pending.clear()
+        self.prev = self._now()
+
+    def mark(self, acc, rec):
+        if self.cuda:
+            host = torch.empty(acc.shape, dtype=acc.dtype, pin_memory=True)
+            host.copy_(acc, non_blocking=True)
+        else:
+            host = acc.detach().clone()
+        now = self._now()
+        self.pending.append((self.prev, now, host, rec))
+        self.prev = now
+
+    def ready(self, wait=False):
+        out = []
+        while self.pending:
+            a, b, host, rec = self.pending[0]
+            if self.cuda:
+                if not wait and not b.query():
+                    break
+                b.synchronize()
+                seconds = a.elapsed_time(b) / 1000.0
+            else:
+                seconds = b - a
+            self.pending.pop(0)
+            out.append(dict(rec, seconds=seconds, loss_sum=float(host[0])))
+        return out
 
 
 def _r(v, nd):

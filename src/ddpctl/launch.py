@@ -6,7 +6,9 @@ Slurm) gets its command from here, so there is one copy of the rules:
 - the training processes are always started by ``torchrun``, which sets ``RANK``, ``LOCAL_RANK``,
   ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` for each child;
 - Docker and compose pass the topology as flags with a static rendezvous (node *i* is node rank *i*, node 0
-  is the master, ``<job>-node-0`` on a private network or the first host with host networking);
+  is the master, ``<job>-node-0`` on a private network or the first host with host networking), through
+  ``ddp-train-launch`` (torchrun whose output lines carry ``rank-<global rank> | `` and whose failure is one
+  root-cause line, see ``ddp_train.launcher``), so the image must contain the ddp-train package;
 - PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
   torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
   ``PET_MASTER_PORT``), see docs/render.md;
@@ -33,7 +35,7 @@ MANAGED_BY = "ddpctl"
 
 CONTAINER_WORKDIR = "/workspace"  # where `workdir` is mounted in containers
 TRAINJOB_MASTER_PORT = 29500  # fixed by the Trainer v2 torch plugin
-EXIT_CODE_LAUNCHER = "ddp-train-launch"  # torchrun that passes on the workers' exit code (ddp_train.launcher)
+EXIT_CODE_LAUNCHER = "ddp-train-launch"  # torchrun + rank-prefixed output + the workers' exit code (ddp_train.launcher)
 STACK_ULIMIT = 67108864  # bytes; NVIDIA's recommended container stack size
 # What the Trainer v2 torch plugin injects into the trainer container (torch.go L110-225); its webhook rejects
 # them in trainer.env. One copy: the trainjob renderer, the validator and the operator emulation in tests/ read it.
@@ -210,6 +212,7 @@ def local_nodes(spec: JobSpec) -> list[NodeLaunch]:
             master=addr,
             master_port=str(spec.port),
         )
+        argv[0] = EXIT_CODE_LAUNCHER  # torchrun with rank-prefixed whole lines and a root-cause line
         out.append(NodeLaunch(rank=rank, name=node_name(spec, rank), argv=tuple(argv),
                               env=tuple(env.items()), gpus=gpus[rank],
                               labels=tuple(labels(spec, rank).items())))

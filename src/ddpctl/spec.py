@@ -37,6 +37,7 @@ MAX_NODES = 1024
 _HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:]{2,39}\]?")
 _IFNAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,15}")
 _SLURM_TIME_RE = re.compile(r"(\d{1,4}-)?\d{1,3}(:\d{2}){0,2}")
+_USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,31})?")
 
 
 # --------------------------------------------------------------------------------------------- types
@@ -129,6 +130,7 @@ class JobSpec:
     secret_env: tuple[SecretEnv, ...] = ()  # values never in a file: Kubernetes Secret / caller's environment
     volumes: tuple[Volume, ...] = ()
     workdir: str | None = None  # host dir mounted at /workspace and used as the working directory
+    user: str | None = None  # uid[:gid] or name[:group] the containers run as (`up`: the caller's by default)
     ipc: str = "host"  # host | private
     shm_size: int | None = None  # bytes; only with ipc=private
     network: str = "bridge"  # bridge (one host, private network) | host (multi-host)
@@ -595,6 +597,8 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None,
             kw[key] = tuple(_volume(ck, p, v) for v in value)
         elif key == "workdir":
             kw[key] = ck.rule(p, rules.host_path, ck.string(p, value), what="workdir")
+        elif key == "user":
+            kw[key] = ck.string(p, value, _USER_RE, "a user such as 1000:1000, 1000 or root")
         elif key == "ipc":
             kw[key] = ck.choice(p, value, ("host", "private"))
         elif key == "shm_size":

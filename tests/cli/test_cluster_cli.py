@@ -27,14 +27,17 @@ def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
     code = ("import sys\nfrom ddpctl.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
             "    pass\nprint('MODULES', 'docker' in sys.modules, 'torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code, "up", "--dry-run", "--name", "dry", "--nodes", "2",
-                           "--nproc-per-node", "2", "--", "python", "t.py"], capture_output=True, text=True,
-                          cwd=tmp_path)
+                           "--nproc-per-node", "2", "--workdir", ".", "--", "python", "t.py"], capture_output=True,
+                          text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     text, _, modules = proc.stdout.rpartition("MODULES")
     assert modules.split() == ["False", "False"]
     printed = yaml.safe_load(text)
-    spec = spec_from_dict({"name": "dry", "nodes": 2, "nproc_per_node": 2, "command": ["python", "t.py"]})
-    assert printed == plan_local(spec, cwd=tmp_path).to_dict()
+    spec = spec_from_dict({"name": "dry", "nodes": 2, "nproc_per_node": 2, "workdir": ".",
+                           "command": ["python", "t.py"]})
+    # with a bind mount the containers run as the caller (files written to it are the caller's)
+    assert printed == plan_local(spec, cwd=tmp_path, default_user=f"{os.getuid()}:{os.getgid()}").to_dict()
+    assert printed["containers"][0]["user"] == f"{os.getuid()}:{os.getgid()}"
 
 
 @pytest.mark.parametrize("args, needle", [

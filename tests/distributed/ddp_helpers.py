@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -38,7 +39,9 @@ def torchrun(nproc, args, timeout=180, nnodes=1, **env_extra) -> list[subprocess
     if nnodes == 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
                "-m", "ddp_train", *args]
-        return [subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env(**env_extra))]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(**env_extra),
+                             start_new_session=True)
+        return [_finish(p, cmd, timeout)]
     port = free_port()
     procs = []
     for node in range(nnodes):
@@ -46,7 +49,7 @@ def torchrun(nproc, args, timeout=180, nnodes=1, **env_extra) -> list[subprocess
                "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1", "--master-port", str(port),
                "-m", "ddp_train", *args]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=env(**env_extra)))
+                                      env=env(**env_extra), start_new_session=True))
     return [_finish(p, cmd, timeout) for p in procs]
 
 
@@ -57,7 +60,7 @@ def manual(world, init_method, args, timeout=120, per_rank=None, **env_extra) ->
         cmd = [sys.executable, "-m", "ddp_train", "--init-method", init_method, "--rank", str(r),
                "--world-size", str(world), *args, *((per_rank or {}).get(r, []))]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=env(**env_extra)))
+                                      env=env(**env_extra), start_new_session=True))
     return [_finish(p, p.args, timeout) for p in procs]
 
 
@@ -65,7 +68,11 @@ def _finish(p, cmd, timeout):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        p.kill()
+        # the whole process group: torchrun's workers too, which would otherwise live on as orphans
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         out, err = p.communicate()
         raise AssertionError(f"timed out: {cmd}\n{out[-2000:]}\n{err[-3000:]}") from None
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)

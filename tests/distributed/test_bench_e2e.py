@@ -74,7 +74,8 @@ def test_report_md_tables(report_dir):
                     "## Interconnect (all-reduce probe)", "## Plots"):
         assert heading in md
     assert ("| workload | pipeline | strategy | procs | batch/GPU / global | img/s | batch time ms | epoch s | "
-            "speedup | scaling eff. | GPU util % | GPU mem GiB | sync |") in md
+            "speedup | scaling eff. | x classic | GPU util % | GPU mem GiB | sync | mode | start-up s |") in md
+    assert ddp["step_mode"] == "eager" and ddp["summary"]["step_mode_reason"] == "CUDA graphs need a GPU"
     assert f"| toy | gpu | ddp | 2 | 16/32 | {ddp['images_per_sec']['median']:,.0f} |" in md
     assert f"**{ddp['diagnosis']['label']}**" in md
     assert "| 1 MiB |" in md

@@ -11,6 +11,7 @@ rendered manifests plus the operator's documented contract give a working torchr
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -51,7 +52,9 @@ def _run_pods(engine, job: str, pods) -> dict[str, tuple[int, str]]:
 
 
 def _summary(logs: str) -> dict:
-    found = [json.loads(line) for line in logs.splitlines() if line.startswith('{"event": "summary"')]
+    # ddp-train-launch (ExitCode jobs) prefixes each worker line with its global rank: "rank-0 | {...}"
+    lines = [re.sub(r"^rank-\d+ \| ", "", line) for line in logs.splitlines()]
+    found = [json.loads(line) for line in lines if line.startswith('{"event": "summary"')]
     assert found, logs[-2000:]
     return found[-1]
 

@@ -55,7 +55,8 @@ def test_user_script_gets_torchrun_env_and_ps_logs_down(engine, cpu_image, job_n
         env = e["env"]
         assert env["WORLD_SIZE"] == "4" and env["MASTER_ADDR"] == f"{job_name}-node-0"
         assert env["MASTER_PORT"] == "29500" and env["LOCAL_RANK"] in ("0", "1")
-        assert node == f"node-{int(env['RANK']) // 2}"  # the prefix names the node the rank runs on
+        # the prefix names the node the rank runs on and the global rank
+        assert node == f"node-{int(env['RANK']) // 2} rank-{env['RANK']}"
         assert e["sum"] == 6.0 and e["cwd"] == "/workspace"
 
     ps = ddpctl("ps", check=True).stdout.splitlines()
@@ -63,7 +64,8 @@ def test_user_script_gets_torchrun_env_and_ps_logs_down(engine, cpu_image, job_n
     assert [(r[1], r[2], r[3], r[4]) for r in rows] == [("0", f"{job_name}-node-0", "exited", "0"),
                                                           ("1", f"{job_name}-node-1", "exited", "0")]
     logs = ddpctl("logs", job_name, "--node", "1", check=True).stdout
-    assert logs and all(line.startswith("node-1 | ") for line in logs.splitlines())
+    assert logs and all(line.startswith(("node-1 rank-2 | ", "node-1 rank-3 | ", "node-1        | "))
+                        for line in logs.splitlines())
     assert len(_events(logs, "env")) == 2
     assert len(ddpctl("logs", job_name, "--tail", "1", check=True).stdout.splitlines()) == 2
 
@@ -78,7 +80,7 @@ def test_ddp_train_two_nodes_two_procs_passes_sync_check(engine, cpu_image, job_
     proc = ddpctl("up", "--name", job_name, "--nodes", "2", "--nproc-per-node", "2", "--image", cpu_image,
                   "--rm", timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    node0 = [line.split(" | ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("node-0 | ")]
+    node0 = [line.split(" | ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("node-0 rank-0 | ")]
     summaries = [json.loads(x) for x in node0 if x.startswith("{") and '"summary"' in x]
     assert summaries, proc.stdout[-2000:]
     summary = summaries[-1]

@@ -31,12 +31,15 @@ def test_two_gpu_host_default_matrix():
     assert keys(p) == [  # DataParallel last
         "cifar10-resnet18/gpu/single/1", "cifar10-resnet18/gpu/ddp/2",
         "cifar10-resnet18/dataloader/single/1", "cifar10-resnet18/dataloader/ddp/2",
+        "cifar10-resnet18/classic/single/1", "cifar10-resnet18/classic/ddp/2",
         "imagenet-synthetic-resnet50/gpu/single/1", "imagenet-synthetic-resnet50/gpu/ddp/2",
         "cifar10-resnet18/gpu/dp/2", "cifar10-resnet18/dataloader/dp/2", "imagenet-synthetic-resnet50/gpu/dp/2",
     ]
     assert p.probe_sizes == (2,) and p.probe_max_bytes == 1 << 30
     assert any("imagenet-synthetic-resnet50: no dataloader" in s for s in p.skipped)
-    assert p.total_runs == 9 + 1
+    assert any("imagenet-synthetic-resnet50: no classic" in s for s in p.skipped)
+    assert any(s.startswith("classic: no DataParallel") for s in p.skipped)
+    assert p.total_runs == 11 + 1
     # Per-workload step defaults: about a second or more of timed work each on a current GPU.
     assert {(c.workload, c.warmup, c.steps, c.batch_size) for c in p.cells} == {
         ("cifar10-resnet18", 30, 200, 256), ("imagenet-synthetic-resnet50", 15, 40, 256)}
@@ -139,3 +142,18 @@ def test_parse_event_takes_the_last_matching_json_line():
     assert parse_event(out, "summary") == {"event": "summary", "images_per_sec": 2}
     assert parse_event(out, "other") == {"event": "other"}
     assert parse_event(out, "allreduce_probe") is None
+
+
+def test_classic_cell_runs_the_seeds_way():
+    """The classic pipeline: torchvision model, PIL per-sample transforms in 4 DataLoader workers, fp32, NCHW,
+    no cuDNN autotuning, eager steps; a --compile meant for ddp-train's cells does not reach it."""
+    c = plan(BenchOptions(workloads=("cifar10-resnet18",), pipelines=("classic",), strategies=("single", "ddp")),
+             2).cells
+    assert [x.key for x in c] == ["cifar10-resnet18/classic/single/1", "cifar10-resnet18/classic/ddp/2"]
+    args = ddp_train_args(c[1], "cuda", ("--compile",))
+    assert args[:4] == ["--workload", "cifar10", "--model", "torchvision-resnet18"]
+    for flag in ("--precision fp32", "--no-channels-last", "--no-cudnn-benchmark", "--step-mode eager",
+                 "--workers 4", "--data-pipeline dataloader"):
+        assert flag in " ".join(args)
+    assert "--compile" not in args
+    assert "--step-mode" not in ddp_train_args(c[0].__class__(**{**c[0].__dict__, "pipeline": "gpu"}), "cuda")

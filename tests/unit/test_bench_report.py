@@ -23,6 +23,8 @@ MEASURED = {
     "cifar10-resnet18/dataloader/single/1": (9_900.0, 0.025859, 0.02),
     "cifar10-resnet18/dataloader/dp/2": (11_000.0, 0.046545, 0.04),
     "cifar10-resnet18/dataloader/ddp/2": (11_780.0, 0.043464, 0.035),
+    "cifar10-resnet18/classic/single/1": (8_000.0, 0.032, 0.02),
+    "cifar10-resnet18/classic/ddp/2": (12_000.0, 0.042667, 0.03),
     "imagenet-synthetic-resnet50/gpu/single/1": (3_000.0, 0.085333, 0.0),
     "imagenet-synthetic-resnet50/gpu/dp/2": (4_000.0, 0.128, 0.0),
     "imagenet-synthetic-resnet50/gpu/ddp/2": (5_400.0, 0.094815, 0.0),
@@ -43,14 +45,15 @@ def make_report(measured=MEASURED, fail=()):
         if cell.key in fail:
             bench.runs.append(CellRun(cell, 0, RunResult(1, "", "boom", 3.0), None, "exit 1: boom"))
             continue
-        summary = {"event": "summary", "images_per_sec": ips, "step_time_s": step, "data_time_s": data,
+        summary = {"event": "summary", "images_per_sec": ips, "step_mode": "eager" if cell.pipeline == "classic" else "graph",
+                   "startup_s": 3.0 if cell.pipeline == "classic" else 4.5, "step_time_s": step, "data_time_s": data,
                    "epoch_time_s": 50_000 / ips, "gpu_util": 97.0, "gpu_mem_gb": 5.5, "sync_check": "pass",
                    "global_batch": 256 * (1 if cell.strategy == "single" else 2)}
         bench.runs.append(CellRun(cell, 0, RunResult(0, "", "", 10.0), summary))
     return build_report(bench, hardware_host={"present": True, "driver": "580.159.04",
                                                        "topology": "\x1b[4mGPU0\tGPU1\x1b[0m\nGPU0 X NV18"},
                         options={"workloads": ["cifar10-resnet18"], "strategies": ["single", "dp", "ddp"],
-                                 "gpus": [1, 2], "pipelines": ["gpu", "dataloader"], "warmup": 20, "steps": 50,
+                                 "gpus": [1, 2], "pipelines": ["gpu", "dataloader", "classic"], "warmup": 20, "steps": 50,
                                  "repeat": 1},
                         command="ddpctl bench", created="2026-11-26T00:00:00+00:00", runtime="host")
 
@@ -72,9 +75,10 @@ def test_efficiency_figures():
     assert ic["eff_no_overlap"] == pytest.approx(0.979214, rel=1e-5)
     assert ddp["diagnosis"]["label"] == "compute-bound"
     # The DataLoader DDP cell is 78,000 / 11,780 = 6.6x slower than the GPU-resident one: input-bound.
+    # Measured against the FASTEST 1-GPU configuration of the workload (the GPU pipeline), never a slower one.
     dl = c["cifar10-resnet18/dataloader/ddp/2"]
-    assert dl["baseline_key"] == "cifar10-resnet18/dataloader/single/1"
-    assert dl["scaling_efficiency"] == pytest.approx(11_780 / (2 * 9_900))
+    assert dl["baseline_key"] == "cifar10-resnet18/gpu/single/1"
+    assert dl["scaling_efficiency"] == pytest.approx(11_780 / (2 * 40_000))
     assert dl["diagnosis"]["label"] == "input-pipeline-bound" and "6.6x" in dl["diagnosis"]["reason"]
     # ResNet-50: 0.9 efficiency, +9.48 ms over 1 GPU, all-reduce >= 0.311 ms -> not the interconnect.
     r50 = c["imagenet-synthetic-resnet50/gpu/ddp/2"]
@@ -84,6 +88,15 @@ def test_efficiency_figures():
     # Only DDP cells on 2+ GPUs get an interconnect bound and a diagnosis.
     assert c["cifar10-resnet18/gpu/dp/2"]["diagnosis"] is None
     assert c["cifar10-resnet18/gpu/single/1"]["scaling_efficiency"] == 1.0
+    # The classic (seed-style) cells scale against their own 1-GPU run; every other cell states how many times
+    # the classic cell at the same GPU count it runs.
+    cl = c["cifar10-resnet18/classic/ddp/2"]
+    assert cl["baseline_key"] == "cifar10-resnet18/classic/single/1" and cl["scaling_efficiency"] == pytest.approx(0.75)
+    assert cl["model"] == "torchvision-resnet18" and cl["vs_classic"] is None
+    assert c["cifar10-resnet18/gpu/single/1"]["vs_classic"] == pytest.approx(5.0)
+    assert c["cifar10-resnet18/gpu/ddp/2"]["classic_key"] == "cifar10-resnet18/classic/ddp/2"
+    assert c["cifar10-resnet18/gpu/ddp/2"]["vs_classic"] == pytest.approx(6.5)
+    assert c["imagenet-synthetic-resnet50/gpu/ddp/2"]["vs_classic"] is None  # no classic variant
 
 
 def test_headline():
@@ -91,6 +104,8 @@ def test_headline():
     assert [(x["workload"], round(x["scaling_efficiency"], 4)) for x in h["ddp_scaling"]] == [
         ("cifar10-resnet18", 0.975), ("imagenet-synthetic-resnet50", 0.9)]
     assert h["pipeline_speedup_1gpu"][0]["ratio"] == pytest.approx(40_000 / 9_900)
+    assert [(x["gpus"], x["key"], x["ratio"]) for x in h["vs_classic"]] == [
+        (1, "cifar10-resnet18/gpu/single/1", 5.0), (2, "cifar10-resnet18/gpu/ddp/2", 6.5)]
     assert h["busbw_at_max_gbps"] == [{"world_size": 2, "bytes": 1 << 30, "busbw_gbps": 329.0}]
 
 
@@ -107,7 +122,10 @@ def test_report_matches_schema():
 def test_markdown_tables():
     rep = make_report(fail={"imagenet-synthetic-resnet50/gpu/dp/2"})
     md = render_markdown(rep, ["throughput_vs_gpus.png"])
-    assert "| cifar10-resnet18 | gpu | ddp | 2 | 256/512 | 78,000 | 6.6 | 0.6 | 1.95 | 97.5% | 97 | 5.5 | pass |" in md
+    assert ("| cifar10-resnet18 | gpu | ddp | 2 | 256/512 | 78,000 | 6.6 | 0.6 | 1.95 | 97.5% | 6.5 | 97 | 5.5 | pass "
+            "| graph | 4.5 |") in md
+    assert "| cifar10-resnet18 | classic | single | 1 | 256/256 | 8,000 | 32.0 | 6.2 | 1.00 | 100.0% | - |" in md
+    assert "ddp-train vs the classic pipeline, cifar10-resnet18, 2 GPUs: **6.5x** (78,000 img/s" in md
     assert "| imagenet-synthetic-resnet50 | gpu | dp | 2 | 256/512 | FAILED |" in md
     assert "| cifar10-resnet18 | gpu | 2 | 97.5% | 97.9% | 100.0% | 44.7 | 329.0 | 6.40 | 0.136 | **compute-bound**" in md
     assert "**input-pipeline-bound**" in md and "**overhead-bound**" in md

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import render_support as rs  # noqa: E402
-from ddpctl import rules  # noqa: E402
+from ddpctl import launch, rules  # noqa: E402
 from ddpctl.errors import DdpctlError, SpecError, UnsupportedFeature  # noqa: E402
 from ddpctl.local.plan import container_request, plan_local  # noqa: E402
 from ddpctl.render import render_files, to_yaml  # noqa: E402
@@ -201,7 +201,7 @@ def compose_errors(doc) -> list[str]:
             errors += [f"{name}: env {key!r}"] if not rules._ENV_NAME_RE.fullmatch(key) else []
         if "cpus" in svc and not (math.isfinite(svc["cpus"]) and svc["cpus"] >= 0.001):
             errors.append(f"{name}: cpus {svc['cpus']}")
-        if svc["command"][0] != "torchrun" or "--no-python" not in svc["command"]:
+        if svc["command"][0] not in ("torchrun", launch.EXIT_CODE_LAUNCHER) or "--no-python" not in svc["command"]:
             errors.append(f"{name}: command {svc['command'][:2]}")
     return errors
 

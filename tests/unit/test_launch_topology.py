@@ -44,7 +44,7 @@ def node_env(env: dict[str, str]):
 
 
 def torchrun_config(argv: list[str], env: dict[str, str]):
-    assert argv[0] == "torchrun", argv
+    assert argv[0] in ("torchrun", "ddp-train-launch"), argv  # the launcher takes torchrun's flags
     with node_env(env):
         args = run.get_args_parser().parse_args(argv[1:])
         config, cmd, cmd_args = run.config_from_args(args)

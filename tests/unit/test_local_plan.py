@@ -63,3 +63,44 @@ def test_multi_host_is_not_for_up():
     spec = spec_from_dict({"name": "m", "nodes": 2, "network": "host", "hosts": ["10.0.0.1", "10.0.0.2"]})
     with pytest.raises(UnsupportedFeature, match="render compose"):
         plan_local(spec, cwd=CWD)
+
+
+def test_containers_run_as_the_caller_with_a_writable_home_unless_user_is_given():
+    spec = spec_from_dict({"name": "u", "nodes": 2, "workdir": "."})
+    reqs = [container_request(c) for c in plan_local(spec, cwd=CWD, default_user="1000:1000").containers]
+    assert [r["user"] for r in reqs] == ["1000:1000", "1000:1000"]
+    assert all(r["environment"]["HOME"] == "/tmp" for r in reqs)
+    assert reqs[0]["command"][0] == "ddp-train-launch"  # rank-prefixed lines, one root-cause line
+    root = container_request(plan_local(spec_from_dict({"name": "u", "user": "root"}), cwd=CWD,
+                                        default_user="1000:1000").containers[0])
+    assert root["user"] == "root" and "HOME" not in root["environment"]
+    own_home = container_request(plan_local(spec_from_dict({"name": "u", "env": {"HOME": "/h"}}), cwd=CWD,
+                                            default_user="7:7").containers[0])
+    assert own_home["environment"]["HOME"] == "/h"
+    assert "user" not in container_request(plan_local(spec, cwd=CWD).containers[0])  # the image's user
+    # nothing of the host mounted (named volumes are refused by the spec): the image's user, whose /workspace
+    # it is
+    req = container_request(plan_local(spec_from_dict({"name": "u"}), cwd=CWD, default_user="7:7").containers[0])
+    assert "user" not in req and "HOME" not in req["environment"]
+    bind_volume = spec_from_dict({"name": "u", "volumes": ["/data:/data"]})
+    assert container_request(plan_local(bind_volume, cwd=CWD, default_user="7:7").containers[0])["user"] == "7:7"
+
+
+@pytest.mark.parametrize("target, needle", [
+    ("pytorchjob", "pytorchjob does not support user: a pod's user comes from its securityContext"),
+    ("trainjob", "trainjob does not support user"),
+    ("slurm", "slurm does not support user: Slurm jobs run as the user who submits them"),
+])
+def test_cluster_targets_reject_user_with_the_fix(target, needle):
+    from ddpctl.render import render_files
+
+    with pytest.raises(UnsupportedFeature, match=needle):
+        render_files(target, spec_from_dict({"name": "u", "user": "1000"}))
+
+
+@pytest.mark.parametrize("value", ["", "a b", "1000:", ":1000", "x" * 40, "1:2:3"])
+def test_bad_user_values_are_spec_errors(value):
+    from ddpctl.errors import SpecError
+
+    with pytest.raises(SpecError, match="'user'"):
+        spec_from_dict({"user": value})

@@ -64,15 +64,30 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     for h in head["pipeline_speedup_1gpu"]:
         hl.append(f"- GPU-resident pipeline vs DataLoader, {h['workload']}, 1 {unit[:-1]}: **{h['ratio']:.2f}x** "
                   f"({h['gpu_pipeline']:,.0f} vs {h['dataloader']:,.0f} img/s)")
+    for h in head.get("vs_classic", []):
+        hl.append(f"- ddp-train vs the classic pipeline, {h['workload']}, {h['gpus']} {unit if h['gpus'] > 1 else unit[:-1]}: "
+                  f"**{h['ratio']:.1f}x** ({h['images_per_sec']:,.0f} img/s, `{h['key']}`, vs classic "
+                  f"{h['classic_images_per_sec']:,.0f})")
     for h in head["busbw_at_max_gbps"]:
         hl.append(f"- all-reduce bus bandwidth, {h['world_size']} {unit}, {_size(h['bytes'])}: "
                   f"**{h['busbw_gbps']:.1f} GB/s**")
     lines += (hl or ["- (no headline figure: see the failures below)"]) + [""]
 
-    lines += ["## Results", "",
+    # Reports since issue 13 carry the classic comparison and the step mode; older committed ones render as before.
+    v2 = any("vs_classic" in c for c in report["cells"])
+    lines += ["## Results", ""]
+    if not v2:
+        lines += ["img/s is global (all GPUs); batch time is one optimizer step; epoch time is steps per epoch x "
+                  "batch time (steady state; dataset size / img/s where marked `~`); speedup and efficiency are "
+                  "against the 1-GPU run of the same workload and pipeline (`single`).", ""]
+    else:
+        lines += [
               "img/s is global (all GPUs); batch time is one optimizer step; epoch time is steps per epoch x "
               "batch time (steady state; dataset size / img/s where marked `~`); speedup and efficiency are "
-              "against the 1-GPU run of the same workload and pipeline (`single`).", ""]
+              "against the fastest 1-GPU configuration of the workload (the classic cells: against their own 1-GPU "
+              "run); x classic is img/s over the classic (seed-style) cell at the same GPU count; mode is "
+              "ddp-train's step mode (graph: the whole step in one CUDA graph); start-up is the seconds to the "
+              "first captured step.", ""]
     rows = []
     for c in report["cells"]:
         ips = c["images_per_sec"]
@@ -82,10 +97,13 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
             _f(None if c["step_time_s"] is None else c["step_time_s"] * 1e3, ".1f"),
             ("~" if c["epoch_time_estimated"] else "") + _f(c["epoch_time_s"], ".1f"),
             _f(c["speedup"], ".2f"), _pct(c["scaling_efficiency"]),
+            *([_f(c.get("vs_classic"), ".1f")] if v2 else []),
             _f(c["gpu_util"], ".0f"), _f(c["gpu_mem_gb"], ".1f"), c["sync_check"] or "-",
+            *([c.get("step_mode") or "-", _f(c.get("startup_s"), ".1f")] if v2 else []),
         ])
     lines += _table(["workload", "pipeline", "strategy", unit, "batch/GPU / global", "img/s", "batch time ms",
-                     "epoch s", "speedup", "scaling eff.", "GPU util %", "GPU mem GiB", "sync"], rows)
+                     "epoch s", "speedup", "scaling eff.", *(["x classic"] if v2 else []), "GPU util %",
+                     "GPU mem GiB", "sync", *(["mode", "start-up s"] if v2 else [])], rows)
     lines += [""]
 
     lines += ["## Scaling against the interconnect", "",

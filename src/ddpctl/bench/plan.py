@@ -7,6 +7,9 @@ times for ``warmup`` + ``steps`` training steps. The rules:
   (``ddp`` on 1 GPU too when 1 is the only count, so a 1-GPU host still exercises DDP);
 - a workload runs only the data pipelines it supports (the synthetic ImageNet set has no CPU DataLoader
   variant: its images are generated on the device);
+- the ``classic`` pipeline is the seeds' way of training, kept as the reference every report compares with:
+  a torchvision model, PIL per-sample transforms in DataLoader workers, fp32, eager steps; it runs as
+  ``single`` and ``ddp`` (the seeds used DDP), never as ``dp``;
 - cells run workload by workload, ``dp`` cells last (a ``--time-budget`` that runs out cuts them first);
 - on a host without GPUs "GPUs" are CPU processes (gloo): ``dp`` is dropped (DataParallel needs GPUs),
   the default matrix shrinks to the ``toy`` workload at 1 and 2 processes with few steps, so the command
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from ddpctl.errors import UsageError
 
 STRATEGIES = ("single", "dp", "ddp")
-PIPELINES = ("gpu", "dataloader")
+PIPELINES = ("gpu", "dataloader", "classic")
 RUNTIMES = ("host", "docker")
 
 
@@ -38,14 +41,15 @@ class Workload:
     param_count: int | None  # trainable parameters, when known ahead (the program's summary wins)
     warmup_gpu: int = 20  # default warm-up / timed steps on GPU: about a second or more of timed work
     steps_gpu: int = 50
+    classic_model: str | None = None  # the torchvision model of the classic pipeline (None: no classic cell)
 
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
         Workload("toy", "toy", None, ("gpu", "dataloader"), 256, 32, 2_048, None, 20, 100),
-        Workload("cifar10-resnet18", "cifar10", "resnet18", ("gpu", "dataloader"), 256, 32, 50_000, 11_173_962,
-                 30, 200),
+        Workload("cifar10-resnet18", "cifar10", "resnet18", ("gpu", "dataloader", "classic"), 256, 32, 50_000,
+                 11_173_962, 30, 200, "torchvision-resnet18"),
         Workload("imagenet-synthetic-resnet50", "imagenet-synthetic", "resnet50", ("gpu",), 256, 8,
                  1_281_167, 25_557_032, 15, 40),
     )
@@ -151,11 +155,15 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
         steps = options.steps if options.steps is not None else (5 if cpu else w.steps_gpu)
         for pipe in pipelines:
             if pipe not in w.pipelines:
-                skipped.append(f"{wname}: no {pipe} pipeline (its data are generated on the device)")
+                skipped.append(f"{wname}: no {pipe} pipeline (its data are generated on the device)"
+                               if pipe != "classic" else f"{wname}: no classic (seed-style) variant")
                 continue
             for strat in strategies:
                 if strat == "dp" and cpu:
                     skipped.append("dp: needs GPUs (DataParallel on CPU is one process)")
+                    continue
+                if strat == "dp" and pipe == "classic":
+                    skipped.append("classic: no DataParallel cell (the seeds' way is DDP)")
                     continue
                 for n in counts:
                     if strat == "single" and n != 1:

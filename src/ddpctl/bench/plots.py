@@ -39,6 +39,8 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
+    from ddpctl.bench.plan import PIPELINES
+
     unit = "GPUs" if report["plan"]["device"] == "cuda" else "processes (CPU)"
     series = _series(report)
     workloads = list(dict.fromkeys(c["workload"] for c in report["cells"]))
@@ -106,7 +108,7 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
 
     # 3. per-strategy bars at each workload/pipeline: single (1) vs dp / ddp at the largest count.
     fig, ax = plt.subplots(figsize=size)
-    groups = [(w, p) for w in workloads for p in ("gpu", "dataloader")
+    groups = [(w, p) for w in workloads for p in PIPELINES
               if any(k[0] == w and k[1] == p for k in series)]
     strategies = [s for s in ("single", "dp", "ddp") if any(k[2] == s for k in series)]
     width = 0.8 / max(1, len(strategies))
@@ -135,8 +137,10 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
 
 
 def _baseline(report: dict, workload: str, pipeline: str) -> float | None:
-    for strat in ("single", "ddp"):
-        for c in report["cells"]:
-            if (c["workload"], c["pipeline"], c["strategy"], c["gpus"]) == (workload, pipeline, strat, 1) and c["ok"]:
-                return c["images_per_sec"]["median"]
+    """The 1-GPU img/s the cells of this workload and pipeline are measured against (the report's baseline_key:
+    the fastest 1-GPU configuration)."""
+    index = {c["key"]: c for c in report["cells"] if c["ok"]}
+    for c in report["cells"]:
+        if (c["workload"], c["pipeline"]) == (workload, pipeline) and c.get("baseline_key") in index:
+            return index[c["baseline_key"]]["images_per_sec"]["median"]
     return None

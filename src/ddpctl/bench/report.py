@@ -63,10 +63,13 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
     util = [_num(r.summary, "gpu_util") for r in good if _num(r.summary, "gpu_util") is not None]
     mem = [_num(r.summary, "gpu_mem_gb") for r in good if _num(r.summary, "gpu_mem_gb") is not None]
     syncs = sorted({str(r.summary.get("sync_check")) for r in good if r.summary.get("sync_check") is not None})
+    startups = [_num(r.summary, "startup_s") for r in good if _num(r.summary, "startup_s") is not None]
+    modes = sorted({(str(r.summary.get("step_mode")) + ("+compile" if r.summary.get("compile") else ""))
+                    for r in good if r.summary.get("step_mode")})
     return {
         "key": cell.key,
         "workload": cell.workload,
-        "model": WORKLOADS[cell.workload].model or cell.workload,
+        "model": _model(cell),
         "pipeline": cell.pipeline,
         "strategy": cell.strategy,
         "gpus": cell.gpus,
@@ -95,6 +98,8 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
         "gpu_util": eff.median(util) if util else None,
         "gpu_mem_gb": max(mem) if mem else None,
         "sync_check": "/".join(syncs) if syncs else None,
+        "step_mode": "/".join(modes) if modes else None,
+        "startup_s": eff.median(startups) if startups else None,
         "param_count": params,
         "data_fraction": eff.median(data_fracs) if data_fracs else None,
         "baseline_key": None,
@@ -102,8 +107,17 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
         "scaling_efficiency": None,
         "interconnect": None,
         "diagnosis": None,
+        "classic_key": None,
+        "vs_classic": None,
         "summary": last,
     }
+
+
+def _model(cell: Cell) -> str:
+    w = WORKLOADS[cell.workload]
+    if cell.pipeline == "classic" and w.classic_model:
+        return w.classic_model
+    return w.model or cell.workload
 
 
 def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command: str, created: str,
@@ -122,15 +136,26 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
     def ips(c: dict | None) -> float | None:
         return c["images_per_sec"]["median"] if c and c["ok"] else None
 
+    def classic_of(c: dict) -> dict | None:
+        for strat in (("ddp",) if c["gpus"] > 1 else ("single", "ddp")):
+            cand = index.get(f"{c['workload']}/classic/{strat}/{c['gpus']}")
+            if ips(cand):
+                return cand
+        return None
+
     for c in cells:
         if not c["ok"]:
             continue
-        base = None
-        for strat in ("single", c["strategy"], "ddp"):
-            cand = index.get(f"{c['workload']}/{c['pipeline']}/{strat}/1")
-            if ips(cand):
-                base = cand
-                break
+        # The baseline is the FASTEST 1-GPU configuration of the workload (any pipeline, any strategy), never a
+        # slowed one; the classic (seed-style) cells, a different program, scale against their own 1-GPU run.
+        ones = [x for x in cells if x["workload"] == c["workload"] and x["gpus"] == 1 and ips(x)
+                and (x["pipeline"] == "classic") == (c["pipeline"] == "classic")]
+        base = max(ones, key=ips) if ones else None
+        if c["pipeline"] != "classic":
+            cl = classic_of(c)
+            if cl is not None:
+                c["classic_key"] = cl["key"]
+                c["vs_classic"] = ips(c) / ips(cl)
         if base is not None:
             c["baseline_key"] = base["key"]
             c["speedup"] = eff.speedup(ips(c), ips(base))
@@ -213,7 +238,7 @@ def _hardware(sysinfo: dict, smi: dict) -> dict:
 
 
 def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
-    out: dict = {"ddp_scaling": [], "pipeline_speedup_1gpu": [], "busbw_at_max_gbps": []}
+    out: dict = {"ddp_scaling": [], "pipeline_speedup_1gpu": [], "vs_classic": [], "busbw_at_max_gbps": []}
     for c in cells:
         if c["strategy"] == "ddp" and c["gpus"] >= 2 and c["pipeline"] == "gpu" and c["scaling_efficiency"]:
             out["ddp_scaling"].append({"workload": c["workload"], "gpus": c["gpus"],
@@ -228,6 +253,18 @@ def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
                     "workload": c["workload"], "gpu_pipeline": c["images_per_sec"]["median"],
                     "dataloader": dl["images_per_sec"]["median"],
                     "ratio": c["images_per_sec"]["median"] / dl["images_per_sec"]["median"]})
+    # x times the classic pipeline: the fastest ddp-train configuration at each GPU count against the classic
+    # (seed-style) cell at the same count
+    best: dict = {}
+    for c in cells:
+        if c["ok"] and c["vs_classic"] is not None:
+            k = (c["workload"], c["gpus"])
+            if k not in best or c["images_per_sec"]["median"] > best[k]["images_per_sec"]["median"]:
+                best[k] = c
+    for (w, n), c in sorted(best.items(), key=lambda kv: (list(dict.fromkeys(x["workload"] for x in cells)).index(kv[0][0]), kv[0][1])):
+        cl = idx[c["classic_key"]]
+        out["vs_classic"].append({"workload": w, "gpus": n, "key": c["key"], "images_per_sec": c["images_per_sec"]["median"],
+                                  "classic_images_per_sec": cl["images_per_sec"]["median"], "ratio": c["vs_classic"]})
     for p in interconnect:
         if p.get("ok") and p.get("results"):
             out["busbw_at_max_gbps"].append({"world_size": p["world_size"], "bytes": p["max_bytes"],

@@ -35,15 +35,18 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
     those from its throughput figures); ``--epochs`` is set high so that ``--max-steps``, not the end of
     ddp-train's default single epoch, ends the run (ddp-train pauses its clock at epoch boundaries); no
     evaluation; plain log lines (the output goes to a log file); the backend stays ``auto`` (nccl on GPU,
-    gloo on CPU).
+    gloo on CPU); the step mode stays ddp-train's ``auto`` except in the ``classic`` cells, which run the
+    seeds' way (a torchvision model, PIL per-sample transforms in 4 DataLoader workers, fp32, eager steps) and
+    take no ``--compile`` from the extra flags.
     """
     w = WORKLOADS[cell.workload]
     args = ["--workload", w.train_workload]
-    if w.model:
-        args += ["--model", w.model]
+    model = w.classic_model if cell.pipeline == "classic" else w.model
+    if model:
+        args += ["--model", model]
     args += [
         "--strategy", cell.strategy,
-        "--data-pipeline", {"gpu": "device", "dataloader": "dataloader"}[cell.pipeline],
+        "--data-pipeline", {"gpu": "device", "dataloader": "dataloader", "classic": "dataloader"}[cell.pipeline],
         "--batch-size", str(cell.batch_size),
         "--warmup-steps", str(cell.warmup),
         "--max-steps", str(cell.warmup + cell.steps),
@@ -53,7 +56,15 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
     ]
     if device == "cpu":
         args += ["--device", "cpu"]
+    if cell.pipeline == "classic":
+        # the seeds' way: fp32, NCHW, no cuDNN autotuning, eager steps, 4 DataLoader workers per process
+        args += CLASSIC_ARGS
+        return args + [x for x in extra if x not in ("--compile",)]
     return args + list(extra)
+
+
+CLASSIC_ARGS = ["--precision", "fp32", "--no-channels-last", "--no-cudnn-benchmark", "--step-mode", "eager",
+                "--workers", "4"]
 
 
 def parse_event(stdout: str, event: str) -> dict | None:

@@ -46,8 +46,9 @@ def bench(
         "--gpus", "-g", help="Comma-separated GPU counts (default 1,2,4,... up to the host's; 1,2 processes on CPU).",
         show_default=False)] = None,
     pipelines: Annotated[Optional[str], typer.Option(
-        "--pipelines", "-p", help="Comma-separated: gpu (data on the device), dataloader (classic CPU "
-        "DataLoader) (default: both on GPU, gpu on CPU).", show_default=False)] = None,
+        "--pipelines", "-p", help="Comma-separated: gpu (data on the device), dataloader (per-sample CPU "
+        "DataLoader), classic (the seeds' way: torchvision model, PIL transforms, fp32, eager; the reference "
+        "every report compares with) (default: all three on GPU, gpu on CPU).", show_default=False)] = None,
     warmup: Annotated[Optional[int], typer.Option(
         "--warmup", help="Warm-up steps per run, not timed (default per workload on GPU: "
         "toy 20, CIFAR 30, ImageNet 15; 2 on CPU).", show_default=False)] = None,

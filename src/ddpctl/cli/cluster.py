@@ -16,6 +16,13 @@ from ddpctl.cli import specopts as so
 from ddpctl.cli.app import app, err
 
 
+def _caller() -> str | None:
+    """uid:gid of whoever runs ddpctl: the containers' default user, so files they write are the caller's."""
+    if not hasattr(os, "getuid"):
+        return None
+    return f"{os.getuid()}:{os.getgid()}"
+
+
 def _color(stream) -> bool:
     return stream.isatty() and "NO_COLOR" not in os.environ
 
@@ -42,6 +49,7 @@ def up(
     max_restarts: so.MaxRestarts = None,
     device_ids: so.DeviceIds = None,
     workdir: so.Workdir = None,
+    user: so.User = None,
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Start the job and return.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the containers and network that would be "
                                                             "created (YAML) and exit.")] = False,
@@ -50,8 +58,10 @@ def up(
 ) -> None:
     """Run a job on this host: one container per node on a private network, node 0 the master.
 
-    Attached by default: node-prefixed output, the exit code of the first failing node, Ctrl-C stops
-    the job and removes it. With -d it returns at once; use 'ddpctl logs' / 'ddpctl ps' / 'ddpctl down'.
+    Attached by default: every line prefixed with its node and global rank ('node-1 rank-3 | ...'), the
+    first failure ends with one line naming its node, rank, exit code and last error line; Ctrl-C (or
+    closing stdout, as '| head' does) stops the job and removes it. With -d it returns at once; use
+    'ddpctl logs' / 'ddpctl ps' / 'ddpctl down'.
 
     Examples:
 
@@ -66,8 +76,8 @@ def up(
     spec = so.spec_from_cli(file, name=name, image=image, nodes=nodes, gpus_per_node=gpus_per_node,
                             nproc_per_node=nproc_per_node, backend=backend, port=port, env=env, secret_env=secret_env, volume=volume,
                             shm_size=shm_size, ipc=ipc, network=network, max_restarts=max_restarts,
-                            device_ids=device_ids, workdir=workdir, command=command)
-    plan = plan_local(spec, cwd=Path.cwd())
+                            device_ids=device_ids, workdir=workdir, user=user, command=command)
+    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller())
     if dry_run:
         import yaml
 
@@ -88,17 +98,17 @@ def up(
             typer.echo(plan.containers[rank].name)
         return
 
-    interrupted = {"flag": False}
-
     def on_sigterm(signum, frame):  # treat like Ctrl-C
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         outcome = executor.attach(job, engine, color=_color(sys.stdout))
-    except KeyboardInterrupt:
-        interrupted["flag"] = True
-        err(f"interrupted: stopping job {plan.job}")
+    except (KeyboardInterrupt, executor.OutputClosed) as exc:
+        closed = isinstance(exc, executor.OutputClosed)
+        if closed:
+            _silence_stdout()
+        err(f"{'stdout closed' if closed else 'interrupted'}: stopping job {plan.job}")
         for cid in job.ids.values():
             try:
                 engine.stop(cid, timeout=3)
@@ -106,19 +116,31 @@ def up(
                 pass
         executor.remove_job(engine, plan.job)
         err(f"job {plan.job} stopped and removed")
-        sys.exit(130)
+        sys.exit(141 if closed else 130)
     finally:
         signal.signal(signal.SIGTERM, old)
     failure = None
     if outcome.first_failure is not None:
-        rank = outcome.first_failure
-        failure = executor.failure_message(plan.job, rank, outcome.codes[rank], engine.inspect(job.ids[rank]))
+        cause = executor.job_root_cause(job, engine, outcome)
+        node = cause.node if cause else outcome.first_failure
+        failure = executor.failure_message(plan.job, node, outcome.codes[node], engine.inspect(job.ids[node]),
+                                           cause)
     if rm:
         executor.remove_job(engine, plan.job)
     if failure is not None:
         raise failure
     err(f"job {plan.job} finished: all {len(job.ids)} node(s) exited 0"
         + ("" if rm else f"; remove it with 'ddpctl down {plan.job}'"))
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that nothing (not even the final flush) writes to a closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 @app.command("ps")
@@ -173,7 +195,9 @@ def logs(
     since: Annotated[Optional[str], typer.Option("--since", help="Only lines newer than this (30s, 10m, 2h).",
                                                  show_default=False)] = None,
 ) -> None:
-    """Print a job's output, all nodes merged in time order, each line prefixed with its node.
+    """Print a job's output, all nodes merged in time order, each line prefixed with its node and rank
+    ('node-1 rank-3 | ...'; 'node-1 | ...' for the node's launcher). Ranks that printed nothing are named
+    in one line on stderr.
 
     Example:
 
@@ -189,19 +213,31 @@ def logs(
     start = _since(since)
     engine = DockerEngine()
     color = _color(sys.stdout)
+    nodes = executor.job_nodes(engine, job, node)
+    expected = {n: executor.node_ranks(info.command) for n, info in nodes.items()}
+    world = max([r.stop for r in expected.values() if r] or [1])
+    width = executor.label_width(max(nodes) + 1, world)
+    seen: dict[int, set[int]] = {n: set() for n in nodes}
+
+    def show(n: int, line: str) -> None:
+        r, text = executor.split_rank(line)
+        if r is not None:
+            seen[n].add(r)
+        typer.echo(executor.prefix(n, width, color, r) + text)
+
     if follow:
-        nodes = executor.job_nodes(engine, job, node)
-        width = len(f"node-{max(nodes)}")
         try:
-            for rank, line in executor.follow_logs(engine, job, node=node, tail=tail, since=start):
-                typer.echo(executor.prefix(rank, width, color) + line)
+            for n, line in executor.follow_logs(engine, job, node=node, tail=tail, since=start):
+                show(n, line)
         except KeyboardInterrupt:
             return
-        return
-    entries = executor.merged_logs(engine, job, node=node, tail=tail, since=start)
-    width = len(f"node-{max([r for r, _ in entries] or [0])}")
-    for rank, line in entries:
-        typer.echo(executor.prefix(rank, width, color) + line)
+    else:
+        for n, line in executor.merged_logs(engine, job, node=node, tail=tail, since=start):
+            show(n, line)
+    for n in sorted(nodes):
+        note = executor.silent_ranks_line(n, expected[n], seen[n], window=tail is not None or since is not None)
+        if note:
+            err(note)
 
 
 @app.command("down")

@@ -56,6 +56,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err("error: interrupted")
         sys.exit(130)
+    except BrokenPipeError:  # stdout closed by its reader ('ddpctl logs ... | head'): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        sys.exit(141)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -42,7 +42,7 @@ _SPEC_PARAMS: list[tuple[str, Any]] = [
     ("gpus_per_node", so.GpusPerNode), ("nproc_per_node", so.NprocPerNode), ("backend", so.Backend),
     ("port", so.Port), ("env", so.Env), ("secret_env", so.SecretEnvOpt), ("volume", so.Volumes), ("shm_size", so.ShmSize), ("ipc", so.Ipc),
     ("network", so.Network), ("hosts", so.Hosts), ("max_restarts", so.MaxRestarts),
-    ("device_ids", so.DeviceIds), ("workdir", so.Workdir),
+    ("device_ids", so.DeviceIds), ("workdir", so.Workdir), ("user", so.User),
 ]
 
 

@@ -61,6 +61,10 @@ DeviceIds = Annotated[Optional[str], typer.Option(
 Workdir = Annotated[Optional[str], typer.Option(
     "--workdir", help="Host directory mounted at /workspace and used as working directory (e.g. '.').",
     rich_help_panel=SPEC_PANEL, show_default=False)]
+User = Annotated[Optional[str], typer.Option(
+    "--user", help="uid[:gid] or name the containers run as, e.g. root (up: the caller's uid:gid when a host "
+    "directory is mounted, so files written through --workdir/--volume are yours; compose: only when given).",
+    rich_help_panel=SPEC_PANEL, show_default=False)]
 Command = Annotated[Optional[list[str]], typer.Argument(
     help="Command to run in every process after '--' (default: ddp-train).", show_default=False)]
 
@@ -85,6 +89,7 @@ def spec_from_cli(
     max_restarts: int | None = None,
     device_ids: str | None = None,
     workdir: str | None = None,
+    user: str | None = None,
     command: list[str] | None = None,
     extra: dict | None = None,
 ) -> JobSpec:
@@ -107,6 +112,7 @@ def spec_from_cli(
         "max_restarts": max_restarts,
         "device_ids": device_ids,
         "workdir": workdir,
+        "user": user,
         "command": list(command) if command else None,
     }
     if shm_size is not None and ipc is None:

@@ -24,6 +24,7 @@ class ContainerInfo:
     exit_code: int | None = None
     created: float = 0.0  # epoch seconds
     oom_killed: bool = False
+    command: tuple[str, ...] = ()  # the container's argv (entrypoint + cmd)
 
     @property
     def running(self) -> bool:
@@ -181,6 +182,8 @@ class DockerEngine(Engine):
             state=state.get("Status", "unknown"),
             exit_code=state.get("ExitCode") if state.get("Status") in ("exited", "dead") else None,
             created=_epoch(attrs.get("Created")), oom_killed=bool(state.get("OOMKilled")),
+            command=tuple(str(a) for a in ([attrs.get("Path")] if attrs.get("Path") else [])
+                          + list(attrs.get("Args") or [])),
         )
 
     def containers(self, label: str | None = None, name: str | None = None) -> list[ContainerInfo]:

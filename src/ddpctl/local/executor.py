@@ -13,11 +13,12 @@ from __future__ import annotations
 import errno
 import os
 import queue
+import re
 import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 from ddpctl.errors import EngineError, JobFailed, UsageError
@@ -169,7 +170,14 @@ def start(job: Job, engine: Engine) -> None:
         _rollback(engine, list(job.ids.values()), job.network_id)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise EngineError(f"starting job {job.plan.job} failed ({_reason(exc)}); nothing was left behind",
+        reason = _reason(exc)
+        launcher = job.plan.containers[0].argv[0] if job.plan.containers else ""
+        if "executable file not found" in reason and launcher and launcher in reason:
+            raise EngineError(f"image {job.plan.image} has no '{launcher}' (the ddp-train package's torchrun "
+                              "wrapper every node starts with); nothing was left behind",
+                              f"build on it with 'ddpctl image build --base {job.plan.image} --tag ...', or "
+                              "'pip install' this project in it") from None
+        raise EngineError(f"starting job {job.plan.job} failed ({reason}); nothing was left behind",
                           "fix the cause above and run 'ddpctl up' again") from None
 
 
@@ -214,10 +222,95 @@ def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = _quiet,
 COLORS = ["\x1b[36m", "\x1b[33m", "\x1b[35m", "\x1b[32m", "\x1b[34m", "\x1b[31m"]
 RESET = "\x1b[0m"
 
+# ddp-train-launch (ddp_train.launcher) writes each worker line as "rank-<global rank> | <text>" and ends a
+# failure with one line naming the root-cause rank. Kept in step with ddp_train.launcher by a unit test
+# (ddpctl never imports ddp_train: the image's launcher and this parser meet only in the text).
+RANK_LINE = re.compile(r"^rank-(\d+) \| ")
+LAUNCH_FAILURE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
+PEER_GRACE_S = 5.0  # after a node that lost a peer exits, how long the others may take to report before a stop
+LAUNCHER = "ddp-train-launch"  # plain torchrun (a job started by an older ddpctl) does not prefix ranks
 
-def prefix(rank: int, width: int, color: bool) -> str:
-    text = f"node-{rank}".ljust(width) + " | "
-    return f"{COLORS[rank % len(COLORS)]}{text}{RESET}" if color else text
+
+def split_rank(line: str) -> tuple[int | None, str]:
+    """``rank-3 | text`` -> (3, "text"); a line not from a worker (the launcher's own) -> (None, line)."""
+    m = RANK_LINE.match(line)
+    if m:
+        return int(m.group(1)), line[m.end():]
+    return None, line
+
+
+def label(node: int, rank: int | None) -> str:
+    return f"node-{node}" if rank is None else f"node-{node} rank-{rank}"
+
+
+def prefix(node: int, width: int, color: bool, rank: int | None = None) -> str:
+    """``node-1 rank-3 | `` (worker lines) or ``node-1 | `` (the node's launcher), padded to ``width``."""
+    text = label(node, rank).ljust(width) + " | "
+    return f"{COLORS[node % len(COLORS)]}{text}{RESET}" if color else text
+
+
+def format_line(node: int, line: str, width: int, color: bool) -> str:
+    rank, text = split_rank(line)
+    return prefix(node, width, color, rank) + text
+
+
+def label_width(nodes: int, world_size: int) -> int:
+    return len(label(max(nodes - 1, 0), max(world_size - 1, 0)))
+
+
+def node_ranks(command: tuple[str, ...] | list[str]) -> range | None:
+    """The global ranks a node runs, from its launcher's static-rendezvous flags (None if unknown)."""
+    if not command or command[0].rsplit("/", 1)[-1] != LAUNCHER:
+        return None
+    flags: dict[str, str] = {}
+    args = list(command[1:])
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--no-python":
+        key, eq, value = args[i].partition("=")
+        if not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            value = args[i + 1]
+            i += 1
+        flags[key.replace("_", "-")] = value
+        i += 1
+    try:
+        nproc, node = int(flags["--nproc-per-node"]), int(flags["--node-rank"])
+    except (KeyError, ValueError):
+        return None
+    return range(node * nproc, (node + 1) * nproc)
+
+
+def silent_ranks_line(node: int, expected: range | None, seen: set[int], *, window: bool = False) -> str | None:
+    """One line naming the ranks of ``node`` that printed nothing, or None when every rank printed."""
+    if expected is None:
+        return None
+    quiet = [r for r in expected if r not in seen]
+    if not quiet:
+        return None
+    names = ", ".join(f"rank-{r}" for r in quiet)
+    where = " in the lines selected" if window else ""
+    if len(quiet) == len(expected):
+        return f"node-{node}: its rank(s) {names} printed nothing{where}"
+    return f"node-{node}: {names} printed nothing{where}"
+
+
+class OutputClosed(Exception):
+    """stdout was closed by its reader (``ddpctl up ... | head``)."""
+
+
+def _stdout_closed(out) -> bool:
+    """Has the reader of ``out`` gone away (a pipe whose read end is closed)? Checked without writing."""
+    import select
+
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    try:
+        p = select.poll()
+        p.register(fd, 0)  # POLLERR/POLLHUP are reported whatever the mask
+        return any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, ev in p.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 def _split_lines(chunks: Iterator[bytes]) -> Iterator[str]:
@@ -233,16 +326,21 @@ def _split_lines(chunks: Iterator[bytes]) -> Iterator[str]:
 
 @dataclass
 class Outcome:
-    codes: dict[int, int]
-    first_failure: int | None  # rank
+    codes: dict[int, int]  # node -> exit code, in the order the nodes exited
+    first_failure: int | None  # node
     interrupted: bool = False
+    stopped: set[int] = field(default_factory=set)  # nodes ddpctl stopped after the first failure
 
 
 def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_failure: bool = True) -> Outcome:
-    """Stream every node's output (node-prefixed) until all exit; stop the job at the first failure."""
+    """Stream every node's output until all exit; stop the job at the first failure.
+
+    Each line is ``node-N rank-R | text`` (a worker) or ``node-N | text`` (the node's launcher). Raises
+    :class:`OutputClosed` when nobody reads stdout any more; the caller stops the job then.
+    """
     out = out or sys.stdout
     q: queue.Queue = queue.Queue()
-    width = len(f"node-{max(job.ids)}")
+    width = label_width(len(job.plan.containers) or max(job.ids) + 1, job.plan.world_size)
 
     def pump(rank: int, cid: str) -> None:
         try:
@@ -257,30 +355,105 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
         t.start()
     codes: dict[int, int] = {}
     first: int | None = None
+    stopped: set[int] = set()
+    lost_peer: set[int] = set()  # nodes whose launcher said its failure was a lost peer
+    stop_at: float | None = None
+
+    def stop_the_rest() -> None:
+        for r, cid in job.ids.items():
+            if r not in codes and r not in stopped:
+                stopped.add(r)
+                threading.Thread(target=engine.stop, args=(cid, 5), daemon=True).start()
+
     while len(codes) < len(job.ids):
+        if stop_at is not None and time.monotonic() >= stop_at:
+            stop_at = None
+            stop_the_rest()
         try:
             kind, rank, value = q.get(timeout=0.2)
         except queue.Empty:
+            if _stdout_closed(out):
+                raise OutputClosed() from None
             continue
         if kind == "line":
-            out.write(prefix(rank, width, color) + value + "\n")
-            out.flush()
+            found = LAUNCH_FAILURE.match(value)
+            if found and "lost a peer" in (found.group(3) or ""):
+                lost_peer.add(rank)
+            try:
+                out.write(format_line(rank, value, width, color) + "\n")
+                out.flush()
+            except BrokenPipeError:
+                raise OutputClosed() from None
             continue
         codes[rank] = value
         if value != 0 and first is None:
             first = rank
             if stop_on_failure:
-                for r, cid in job.ids.items():
-                    if r not in codes:
-                        threading.Thread(target=engine.stop, args=(cid, 5), daemon=True).start()
-    return Outcome(codes, first)
+                # A node that only lost its peer failed second: give the node that failed first a moment to
+                # report its own root cause before it is stopped.
+                stop_at = time.monotonic() + (PEER_GRACE_S if rank in lost_peer else 0.0)
+    return Outcome(codes, first, stopped=stopped)
 
 
-def failure_message(job: str, rank: int, code: int, info: ContainerInfo | None) -> JobFailed:
+@dataclass(frozen=True)
+class NodeFailure:
+    """What a failed node's launcher said about its root cause (its last ``ddp-train-launch`` line)."""
+
+    node: int
+    exit_code: int
+    rank: int | None = None
+    last_line: str = ""
+    secondary: bool = False  # the node failed because another one did (lost a peer, stopped by ddpctl)
+
+
+def parse_launch_failure(lines: list[str]) -> tuple[int, int, str, str] | None:
+    """(rank, exit code, notes, last error line) from the launcher's root-cause line, the last one wins."""
+    for line in reversed(lines):
+        m = LAUNCH_FAILURE.match(line)
+        if m:
+            return int(m.group(1)), int(m.group(2)), m.group(3) or "", m.group(4) or ""
+    return None
+
+
+def node_failure(engine: Engine, node: int, cid: str, code: int, *, stopped: bool = False) -> NodeFailure:
+    lines = list(_split_lines(engine.logs(cid, tail=40)))
+    found = parse_launch_failure(lines)
+    if found is None:
+        by_signal = any(line.startswith("ddp-train-launch: stopped by ") for line in lines[-3:])
+        return NodeFailure(node, code, secondary=stopped and (by_signal or code in (137, 143)))
+    rank, _, notes, last = found
+    return NodeFailure(node, code, rank, last, secondary="lost a peer" in notes or (stopped and code == 143))
+
+
+def root_cause(failures: list[NodeFailure]) -> NodeFailure:
+    """The node to blame: the first (in exit order) that did not fail because of another one."""
+    primary = [f for f in failures if not f.secondary]
+    return (primary or failures)[0]
+
+
+def job_root_cause(job: Job, engine: Engine, outcome: Outcome) -> NodeFailure | None:
+    failed = [(n, c) for n, c in outcome.codes.items() if c != 0]
+    if not failed:
+        return None
+    found = []
+    for node, code in failed:
+        try:
+            found.append(node_failure(engine, node, job.ids[node], code, stopped=node in outcome.stopped))
+        except Exception:  # noqa: BLE001 - the logs are gone: still name the node and its code
+            found.append(NodeFailure(node, code, secondary=node in outcome.stopped))
+    return root_cause(found)
+
+
+def failure_message(job: str, rank: int, code: int, info: ContainerInfo | None,
+                    cause: NodeFailure | None = None) -> JobFailed:
+    """One line: the node, its container, the root-cause rank, exit code and last error line."""
     name = info.name if info else f"{job}-node-{rank}"
     why = " (OOM-killed)" if info and info.oom_killed else " (killed)" if code == 137 else ""
-    exc = JobFailed(f"node {rank} ({name}) of job {job} exited with code {code}{why}",
-                    f"see 'ddpctl logs {job} --node {rank}'; remove the job with 'ddpctl down {job}'")
+    text = f"node {rank} ({name}) of job {job} exited with code {code}{why}"
+    if cause is not None and cause.rank is not None:
+        last = cause.last_line or "(no error output)"
+        text = f"node {rank} ({name}) of job {job} failed: rank {cause.rank} exited with code {code}{why}: {last}"
+    exc = JobFailed(text, f"see 'ddpctl logs {job} --node {rank}'; remove the job with 'ddpctl down {job}'")
     exc.exit_code = code if 0 < code < 256 else 1
     return exc
 

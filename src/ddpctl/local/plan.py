@@ -45,6 +45,7 @@ class ContainerPlan:
     nano_cpus: int | None = None
     mem_limit: int | None = None
     secret_env: tuple[str, ...] = ()  # names whose values the executor reads from its environment at start
+    user: str | None = None  # uid[:gid] or name; None: the image's user
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,24 @@ def _mount(vol_source: str, target: str, read_only: bool, cwd: Path) -> Mount:
     return Mount(src, target, read_only, False)  # a named volume
 
 
-def plan_local(spec: JobSpec, *, cwd: Path) -> LocalPlan:
-    """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths."""
+# A user that is not root may have no home directory in the image (no /etc/passwd entry: HOME=/), so torch
+# and pip caches would fail to write; such containers get HOME=/tmp unless the job sets HOME itself.
+NON_ROOT_HOME = "/tmp"
+
+
+def is_root(user: str | None) -> bool:
+    """Does ``user`` (uid[:gid] or name[:group]; None = the image's default, root) run as root?"""
+    return user is None or user.split(":", 1)[0] in ("0", "root")
+
+
+def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None) -> LocalPlan:
+    """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths.
+
+    ``default_user`` (``ddpctl up`` passes the caller's ``uid:gid``) is the containers' user when they
+    bind-mount a host directory (``workdir``, a volume with a path) and the spec sets no ``user``, so files
+    they write there belong to the caller. Without a bind mount the image's user (root) stays: nothing the
+    job writes reaches the host, and the image's own directories (``/workspace``) are root's.
+    """
     if spec.multi_host:
         raise UnsupportedFeature(
             "ddpctl up", "hosts", "it starts every node on this one host",
@@ -116,11 +133,15 @@ def plan_local(spec: JobSpec, *, cwd: Path) -> LocalPlan:
     ulimits = [("stack", launch.STACK_ULIMIT, launch.STACK_ULIMIT)]
     if spec.memlock:
         ulimits.append(("memlock", -1, -1))
+    user = spec.user or (default_user if any(m.bind for m in mounts) else None)
     containers = []
     for node in launch.local_nodes(spec):
+        env = node.env
+        if not is_root(user) and "HOME" not in node.env_dict:
+            env = env + (("HOME", NON_ROOT_HOME),)
         containers.append(ContainerPlan(
             rank=node.rank, name=node.name, hostname=node.name, image=spec.resolved_image,
-            argv=node.argv, env=node.env, labels=node.labels, gpus=node.gpus, network=network,
+            argv=node.argv, env=env, user=user, labels=node.labels, gpus=node.gpus, network=network,
             ipc_mode="host" if spec.ipc == "host" else None,
             shm_size=spec.shm_size if spec.ipc != "host" else None,
             ulimits=tuple(ulimits), mounts=tuple(mounts), working_dir=working_dir,
@@ -166,6 +187,8 @@ def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None
                           "read_only": m.read_only} for m in c.mounts]
     if c.working_dir:
         req["working_dir"] = c.working_dir
+    if c.user:
+        req["user"] = c.user
     if not c.gpus.none:  # never a device request on CPU: it fails without the NVIDIA runtime
         dev: dict[str, Any] = {"driver": "nvidia", "capabilities": [["gpu"]]}
         if c.gpus.device_ids:

@@ -27,6 +27,10 @@ COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("secret_env without a Kubernetes Secret", lambda s: any(e.secret is None for e in s.secret_env),
                 "the pods read the value from a Secret in the job's namespace",
                 "name it: --secret-env NAME=SECRET[:KEY] (secret_env: {NAME: SECRET:KEY} in the file)"),
+    Unsupported("user", lambda s: s.user is not None,
+                "a pod's user comes from its securityContext (runAsUser/runAsGroup) or the image",
+                "drop user; set securityContext.runAsUser/runAsGroup with a kustomize patch or the cluster's "
+                "policy"),
     Unsupported("relative volume sources", lambda s: any(not v.source.startswith("/") for v in s.volumes),
                 "volumes become hostPath mounts, which need absolute paths on the cluster nodes",
                 "give absolute volume sources"),

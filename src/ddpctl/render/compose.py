@@ -4,7 +4,8 @@ Single host: one service per node named ``<job>-node-<i>`` (also its ``container
 private bridge network ``<job>-net``; node 0 is the master; no published ports. Multi-host (``hosts`` with more
 than one entry): one file per host, each with that host's node only, ``network_mode: host`` and the master's
 real address (the first host). Commands and env come from :func:`ddpctl.launch.local_nodes`, the same contract
-``ddpctl up`` uses.
+``ddpctl up`` uses (each node starts through ``ddp-train-launch``). ``user`` is written only when the spec sets
+it (``ddpctl up`` defaults to the caller's uid:gid; a portable file cannot), with ``HOME=/tmp`` for non-root.
 
 Compatibility: no service-level ``gpus:`` and no top-level ``name:`` (docker-compose 1.x rejects both); GPUs
 are ``deploy.resources.reservations.devices``; ``ulimits`` are plain integers; every ``$`` in user text is
@@ -25,6 +26,10 @@ TARGET = "compose"
 UNSUPPORTED: tuple[Unsupported, ...] = ()
 
 
+def _root_user(user: str) -> bool:
+    return user.split(":", 1)[0] in ("0", "root")
+
+
 def _gpu_devices(req: launch.GpuRequest) -> list[dict[str, Any]]:
     device: dict[str, Any] = {"driver": "nvidia"}
     if req.device_ids:
@@ -43,8 +48,12 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
     env: dict[str, str | None] = dict(node.env)
     for secret in spec.secret_env:  # no value: docker-compose takes it from its environment (or .env)
         env[secret.name] = None
+    if spec.user and not _root_user(spec.user):
+        env.setdefault("HOME", "/tmp")  # a uid without a passwd entry in the image has HOME=/ (not writable)
     svc["environment"] = env
     svc["labels"] = dict(node.labels)
+    if spec.user:
+        svc["user"] = spec.user
     if spec.workdir:
         svc["working_dir"] = launch.CONTAINER_WORKDIR
     volumes = [v.host_str() for v in spec.volumes]  # absolute when load_spec resolved them (same as `up`)

@@ -31,6 +31,8 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "drop memlock and ask the admins for an unlimited memlock limit"),
     Unsupported("hosts given as IP addresses", lambda s: any(_IP_RE.match(h) for h in s.hosts),
                 "hosts become --nodelist, which takes Slurm node names", "list the Slurm node names as hosts"),
+    Unsupported("user", lambda s: s.user is not None, "Slurm jobs run as the user who submits them",
+                "drop user and submit the job as that user"),
     Unsupported("volumes without a container", lambda s: bool(s.volumes) and s.slurm.container == "none",
                 "without a container the job sees the nodes' file systems directly",
                 "drop volumes, or use --container pyxis|apptainer"),

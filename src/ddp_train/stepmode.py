@@ -1,0 +1,88 @@
+"""Which way a training step runs: op by op (eager) or as one captured CUDA graph, with or without
+``torch.compile``. Pure: the flags and the planned run length in, the decision and its reason out (no torch,
+so it is tested anywhere).
+
+The graph mode captures forward, backward, DDP's gradient all-reduce and the optimizer step in one CUDA graph
+(PyTorch's whole-network capture recipe: DDP built on a side stream with ``static_graph=True``, eager warm-up
+iterations on that stream before capture) and replays it every step, so the host launches one graph instead of
+hundreds of kernels and NCCL calls. It costs a second or so at start (the warm-up steps are ordinary training
+steps; the capture itself is well under a second), which a run of ``GRAPH_MIN_STEPS`` steps repays.
+``torch.compile`` fuses kernels further but costs tens of seconds of compilation; ``--compile`` combines it with
+the graph (the compiled forward and backward are captured like the eager ones). ``auto`` leaves it off: the
+combination has not been measured on a GPU yet (docs/BENCHMARKS.md), so it is not a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import GRAPH_MIN_STEPS
+from .errors import EXIT_USAGE, TrainError
+
+# DDP needs this many eager iterations before its state is stable enough to capture (PyTorch CUDA graphs notes:
+# "at least 11 DDP-enabled eager iterations"); without DDP a few suffice (cuDNN autotuning, optimizer state).
+DDP_WARMUP_ITERS = 11
+PLAIN_WARMUP_ITERS = 3
+CAPTURING_COMPILE_MODES = ("reduce-overhead", "max-autotune")
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    mode: str  # "eager" | "graph"
+    compile: bool
+    reason: str
+    warmup_iters: int  # eager iterations before the capture (graph mode), 0 otherwise
+
+    def describe(self) -> str:
+        what = {"graph": "whole step in one CUDA graph", "eager": "eager (op by op)"}[self.mode]
+        return f"{what}{' + torch.compile' if self.compile else ''}: {self.reason}"
+
+
+def graph_blockers(*, device_type: str, strategy: str, precision: str, compile: bool | None, compile_mode: str,
+                   sync_bn: bool, grad_compression: str) -> list[str]:
+    """Why a whole-step graph cannot be used for this run (empty: it can)."""
+    out = []
+    if device_type != "cuda":
+        out.append("CUDA graphs need a GPU")
+    if strategy == "dp":
+        out.append("DataParallel drives its GPUs from Python threads, which one graph cannot hold")
+    if precision == "fp16":
+        out.append("fp16's GradScaler checks for infs on the host every step (use bf16)")
+    if compile and compile_mode in CAPTURING_COMPILE_MODES:
+        out.append(f"--compile-mode {compile_mode} captures CUDA graphs of its own")
+    if sync_bn:
+        out.append("--sync-bn is not validated under whole-step capture")
+    if grad_compression != "none":
+        out.append("a DDP comm hook (--grad-compression) is not validated under whole-step capture")
+    return out
+
+
+def plan_step(*, requested: str, device_type: str, strategy: str, precision: str, compile: bool | None,
+              compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int,
+              distributed: bool) -> StepPlan:
+    """The step mode of a run. ``compile``: True/False as asked, None for auto. ``planned_steps``: the optimizer
+    steps this process will run (after a resume: the steps left)."""
+    blockers = graph_blockers(device_type=device_type, strategy=strategy, precision=precision, compile=compile,
+                              compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression)
+    warm = DDP_WARMUP_ITERS if distributed else PLAIN_WARMUP_ITERS
+    want_compile = bool(compile)
+    if requested == "eager":
+        return StepPlan("eager", want_compile, "--step-mode eager", 0)
+    if requested == "graph":
+        if blockers:
+            raise TrainError(f"--step-mode graph: {blockers[0]}; use --step-mode eager or auto", EXIT_USAGE)
+        if planned_steps <= warm:
+            raise TrainError(f"--step-mode graph needs more than {warm} steps ({warm} eager warm-up steps come before "
+                             f"the capture), this run has {planned_steps}; raise --max-steps or use --step-mode eager",
+                             EXIT_USAGE)
+        return StepPlan("graph", want_compile, "--step-mode graph", warm)
+    if blockers:
+        return StepPlan("eager", want_compile, blockers[0], 0)
+    if planned_steps < GRAPH_MIN_STEPS:
+        return StepPlan("eager", want_compile,
+                        f"{planned_steps} steps planned, fewer than {GRAPH_MIN_STEPS}: a capture would not repay "
+                        "its warm-up", 0)
+    reason = f"{planned_steps} steps planned >= {GRAPH_MIN_STEPS}; warm-up and capture cost ~1 s"
+    if compile is None:
+        reason += "; no torch.compile unless --compile (tens of seconds of compiling)"
+    return StepPlan("graph", want_compile, reason, warm)

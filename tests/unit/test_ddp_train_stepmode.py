@@ -1,0 +1,55 @@
+"""The step-mode decision of ddp-train (pure: flags and run length in, mode and reason out)."""
+
+import pytest
+
+from ddp_train.config import GRAPH_MIN_STEPS
+from ddp_train.errors import EXIT_USAGE, TrainError
+from ddp_train.stepmode import DDP_WARMUP_ITERS, PLAIN_WARMUP_ITERS, plan_step
+
+GPU = dict(requested="auto", device_type="cuda", strategy="ddp", precision="bf16", compile=None,
+           compile_mode="default", sync_bn=False, grad_compression="none", planned_steps=1000, distributed=True)
+
+
+def test_auto_on_gpu_picks_the_graph_for_runs_long_enough():
+    p = plan_step(**GPU)
+    assert (p.mode, p.compile, p.warmup_iters) == ("graph", False, DDP_WARMUP_ITERS)
+    assert p.reason.startswith(f"1000 steps planned >= {GRAPH_MIN_STEPS}")
+    assert "no torch.compile" in p.reason
+    assert p.describe().startswith("whole step in one CUDA graph: 1000 steps planned")
+    assert plan_step(**{**GPU, "distributed": False}).warmup_iters == PLAIN_WARMUP_ITERS
+
+
+def test_auto_short_run_stays_eager_and_says_why():
+    p = plan_step(**{**GPU, "planned_steps": GRAPH_MIN_STEPS - 1})
+    assert p.mode == "eager" and f"fewer than {GRAPH_MIN_STEPS}" in p.reason
+
+
+def test_compile_only_when_asked():
+    assert plan_step(**{**GPU, "planned_steps": 10**6}).compile is False
+    assert "no torch.compile unless --compile" in plan_step(**GPU).reason
+    assert plan_step(**{**GPU, "compile": True}).compile is True
+    assert plan_step(**{**GPU, "compile": True}).describe().startswith("whole step in one CUDA graph + torch.compile")
+    assert plan_step(**{**GPU, "device_type": "cpu", "compile": True}).compile is True  # eager + compile, as before
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"device_type": "cpu"}, "CUDA graphs need a GPU"),
+    ({"strategy": "dp"}, "DataParallel"),
+    ({"precision": "fp16"}, "GradScaler"),
+    ({"compile": True, "compile_mode": "reduce-overhead"}, "captures CUDA graphs of its own"),
+    ({"sync_bn": True}, "--sync-bn"),
+    ({"grad_compression": "bf16"}, "comm hook"),
+])
+def test_what_rules_the_graph_out(change, why):
+    p = plan_step(**{**GPU, **change})
+    assert p.mode == "eager" and why in p.reason
+    with pytest.raises(TrainError) as e:
+        plan_step(**{**GPU, **change, "requested": "graph"})
+    assert e.value.code == EXIT_USAGE and why in str(e.value) and "use --step-mode eager" in str(e.value)
+
+
+def test_explicit_modes():
+    assert plan_step(**{**GPU, "requested": "eager"}).mode == "eager"
+    assert plan_step(**{**GPU, "requested": "graph", "planned_steps": 20}).mode == "graph"
+    with pytest.raises(TrainError, match="needs more than 11 steps"):
+        plan_step(**{**GPU, "requested": "graph", "planned_steps": DDP_WARMUP_ITERS})
