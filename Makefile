@@ -4,6 +4,8 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0
+# the tag make image-cpu builds and the integration tests run on
+CPU_IMAGE ?= ddpctl/ddp-train:cpu
 
 .PHONY: install test unit render lint image image-cpu engine base-image wheelhouse clean
 
@@ -19,7 +21,7 @@ unit: install  ## fast tests: no Docker Engine needed
 	$(BIN)/pytest -q tests -m "not docker"
 
 test: install engine image-cpu  ## everything, on the real Docker Engine (started if needed)
-	DDPCTL_REQUIRE_DOCKER=1 $(BIN)/pytest -q tests
+	DDPCTL_REQUIRE_DOCKER=1 DDPCTL_TEST_IMAGE='$(CPU_IMAGE)' $(BIN)/pytest -q tests
 
 render: install  ## regenerate the checked-in examples under compose/ k8s/ slurm/
 	$(BIN)/python -m ddpctl.examples
@@ -47,10 +49,10 @@ base-image: install engine  ## ddpctl/base:bookworm via debootstrap (skipped whe
 	$(BIN)/ddpctl image base
 
 image-cpu: install engine base-image $(WHEELHOUSE)/.stamp  ## ddpctl/ddp-train:cpu, fully offline (cached)
-	$(BIN)/ddpctl image build --cpu --wheelhouse $(WHEELHOUSE)
+	$(BIN)/ddpctl image build --cpu --wheelhouse '$(WHEELHOUSE)' --tag '$(CPU_IMAGE)'
 
+# ddpctl pulls the base when the engine lacks it; no registry -> its one-line hint (docker load, --base, image-cpu)
 image: install engine  ## ddpctl/ddp-train:cuda on the pinned pytorch/pytorch CUDA runtime (needs a registry)
-	docker image inspect $(CUDA_BASE) >/dev/null 2>&1 || docker pull $(CUDA_BASE)
 	$(BIN)/ddpctl image build --base $(CUDA_BASE)
 
 clean:

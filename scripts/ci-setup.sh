@@ -22,6 +22,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 fi
 
+# ---- Slurm + munge for tests/slurm (issue 12; its own script, kept separate from the Docker set-up above)
+bash "$(dirname "$0")/ci-setup-slurm.sh"
+# ---- end Slurm
+
 engine_up() { docker info >/dev/null 2>&1; }
 
 if engine_up; then

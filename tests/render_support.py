@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -90,10 +92,19 @@ def pod_template_errors(template: dict) -> list[str]:
 
 # -------------------------------------------------------------------------------------------------- Slurm
 
-_FAKE_SRUN = """#!{python}
-import json, os, sys
-with open(os.environ["FAKE_SRUN_OUT"], "w") as fh:
-    json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, fh)
+_FAKE_SRUN = """#!/bin/sh
+# Ignore SIGTERM first: the script kills the store's (backgrounded) srun when it exits; record it anyway.
+trap '' TERM
+exec "{python}" "$0.py" "$@"
+"""
+_FAKE_SRUN_PY = """import json, os, sys
+# The rendezvous store's step (srun --overlap ... &) goes to its own file; the training step to FAKE_SRUN_OUT.
+out = os.environ["FAKE_SRUN_OUT"]
+if "--overlap" in sys.argv[1:]:
+    out = out.replace(".json", "-store.json")
+with open(out + ".tmp", "w") as fh:
+    json.dump({"argv": sys.argv[1:], "env": dict(os.environ)}, fh)
+os.replace(out + ".tmp", out)
 """
 _FAKE_SCONTROL = """#!/bin/sh
 [ "$1" = show ] && [ "$2" = hostnames ] || exit 3
@@ -104,24 +115,33 @@ i=1; while [ "$i" -le "$SLURM_JOB_NUM_NODES" ]; do echo "gpu-node-$i"; i=$((i+1)
 def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242", extra_env: dict | None = None) -> dict:
     """Execute an sbatch script with bash, with ``srun`` and ``scontrol`` replaced by recorders.
 
-    Returns what srun received: ``argv`` (its argument list) and ``env``. Nothing of the job itself runs.
+    Returns what the training step's srun received: ``argv`` (its argument list) and ``env``, plus ``store``:
+    the same for the rendezvous store's step. Nothing of the job itself runs.
     ``extra_env``: more of the submitting environment (sbatch passes it on).
     """
-    import sys
 
     bin_dir = tmp / "fakebin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "srun").write_text(_FAKE_SRUN.format(python=sys.executable))
+    (bin_dir / "srun.py").write_text(_FAKE_SRUN_PY)
     (bin_dir / "scontrol").write_text(_FAKE_SCONTROL)
     for f in ("srun", "scontrol"):
         (bin_dir / f).chmod(0o755)
     path = tmp / "job.sbatch"
     path.write_text(script)
     out = tmp / "srun.json"
+    store = tmp / "srun-store.json"
+    store.unlink(missing_ok=True)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_SRUN_OUT": str(out), "SLURM_JOB_ID": job_id,
            "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-node-[1-{nodes}]", "HOME": str(tmp),
            **(extra_env or {})}
     result = subprocess.run(["bash", str(path)], cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         raise AssertionError(f"script failed ({result.returncode}): {result.stderr}")
-    return json.loads(out.read_text())
+    got = json.loads(out.read_text())
+    for _ in range(200):  # the store's srun runs in the background (&)
+        if store.exists():
+            break
+        time.sleep(0.05)
+    got["store"] = json.loads(store.read_text())
+    return got

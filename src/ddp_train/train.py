@@ -18,6 +18,7 @@ from . import checkpoint as ckpt_mod
 from . import data as data_mod
 from . import stepmode
 from . import sync as sync_mod
+from . import threads as threads_mod
 from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
 from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_SYNC, EXIT_USAGE, TrainError
@@ -30,6 +31,7 @@ class Run:
     def __init__(self, args):
         self.args = args
         self.t0 = time.monotonic()
+        self.threads = threads_mod.apply()  # OMP_NUM_THREADS and torch's intra-op threads, before any work
         self.launch = detect(args)
         a, L = args, self.launch
         if a.strategy in ("dp", "single") and L.world_size > 1:
@@ -209,7 +211,7 @@ class Run:
             graph_reducer=(a.graph_reducer if self.graph_mode and self.distributed else None), sync_bn=a.sync_bn,
             per_rank_batch=self.per_rank_batch,
             global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
-            epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params)
+            epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params, threads=self.threads)
         self.header["step_mode_reason"] = self.step_plan.reason
         self.say("ddp-train: step: " + self.step_plan.describe() + " | "
                  + " ".join(f"{k}={v}" for k, v in self.header.items() if k != "step_mode_reason"))

@@ -12,7 +12,15 @@ Slurm) gets its command from here, so there is one copy of the rules:
 - PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
   torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
   ``PET_MASTER_PORT``), see docs/render.md;
-- Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``.
+- Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``, whose store is a process of
+  its own (:func:`slurm_store_command`) that outlives every node's torchrun.
+
+CPU threads (:func:`thread_env`): every training process gets ``OMP_NUM_THREADS`` = max(1, CPUs available to
+its node's container / processes on that node), where nodes that share one host share its CPUs. ``ddpctl up``
+knows the host, so the number is fixed at plan time; compose knows it only with ``cpus_per_node``; PyTorchJob
+and TrainJob know it from the CPU limit (``cpus_per_node``), and otherwise ``ddp-train`` decides at run time
+from the container's cgroup CPU quota and affinity (``DDP_TRAIN_THREADS=auto``); Slurm computes it in the
+script from ``SLURM_CPUS_ON_NODE``. A user's own ``OMP_NUM_THREADS`` (spec ``env`` / ``-e``) always wins.
 
 The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``
 both work unchanged.
@@ -129,9 +137,75 @@ def user_command(spec: JobSpec) -> list[str]:
     return cmd
 
 
-def base_env(spec: JobSpec) -> dict[str, str]:
-    """Env every node gets from ddpctl on every target (user env last, so it wins)."""
+# ------------------------------------------------------------------------------------------ threads
+
+THREADS_ENV = "OMP_NUM_THREADS"
+AUTO_THREADS_ENV = "DDP_TRAIN_THREADS"  # "auto": ddp-train sets the threads at run time (ddp_train.threads)
+NODES_PER_HOST_ENV = "DDP_TRAIN_NODES_PER_HOST"  # how many nodes share the container's host CPUs (auto mode)
+
+
+def omp_threads(cpus: float, procs: int) -> int:
+    """The rule: max(1, CPUs available to a node / processes on that node), rounded down."""
+    return max(1, int(cpus + 1e-9) // max(1, procs))
+
+
+def nodes_per_host(spec: JobSpec) -> int:
+    """How many of the job's nodes share one host's CPUs (local Docker and single-host compose: all)."""
+    return 1 if spec.hosts else spec.nodes
+
+
+def node_cpus(spec: JobSpec, host_cpus: float | None, sharing: int = 1) -> float | None:
+    """CPUs one node can use: its ``cpus_per_node`` limit, capped by its share of the host's CPUs."""
+    shares = [c for c in (spec.cpus_per_node, host_cpus / max(1, sharing) if host_cpus else None) if c]
+    return min(shares) if shares else None
+
+
+def thread_env(spec: JobSpec, *, host_cpus: float | None = None, sharing: int = 1) -> dict[str, str]:
+    """``OMP_NUM_THREADS`` when the CPUs are known here; otherwise ask ddp-train to decide at run time.
+
+    Nothing when the user set ``OMP_NUM_THREADS`` (spec env / ``-e``): theirs reaches the processes.
+    """
+    if THREADS_ENV in spec.env_dict:
+        return {}
+    cpus = node_cpus(spec, host_cpus, sharing)
+    if cpus is not None:
+        return {THREADS_ENV: str(omp_threads(cpus, spec.procs_per_node))}
+    if spec.command[0] != "ddp-train":
+        return {}  # a user's own program: torchrun's default applies (1 thread with several processes)
+    env = {AUTO_THREADS_ENV: "auto"}
+    if sharing > 1:
+        env[NODES_PER_HOST_ENV] = str(sharing)
+    return env
+
+
+def slurm_thread_lines(spec: JobSpec) -> list[str]:
+    """sbatch lines that export OMP_NUM_THREADS = SLURM_CPUS_ON_NODE / processes per node (the same rule).
+
+    Run-time values are checked to be plain digits before the shell does arithmetic with them, and an
+    OMP_NUM_THREADS already exported (submission environment) is kept.
+    """
+    if THREADS_ENV in spec.env_dict:
+        return []
+    procs = spec.procs_per_node
+    return [
+        "# CPU threads per training process: the node's CPUs / its processes (an exported value wins).",
+        'if [ -z "${OMP_NUM_THREADS:-}" ]; then',
+        '    case "${SLURM_CPUS_ON_NODE:-}" in',
+        "        ''|*[!0-9]*) ddpctl_cpus=$(nproc) ;;",
+        '        *) ddpctl_cpus=$SLURM_CPUS_ON_NODE ;;',
+        "    esac",
+        f"    OMP_NUM_THREADS=$(( ddpctl_cpus / {procs} ))",
+        '    if [ "$OMP_NUM_THREADS" -lt 1 ]; then OMP_NUM_THREADS=1; fi',
+        "    export OMP_NUM_THREADS",
+        "fi",
+    ]
+
+
+def base_env(spec: JobSpec, threads: dict[str, str] | None = None) -> dict[str, str]:
+    """Env every node gets from ddpctl on every target (``threads`` from :func:`thread_env`; user env last,
+    so it wins)."""
     env = {"PYTHONUNBUFFERED": "1"}
+    env.update(threads or {})
     if spec.nccl.socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = spec.nccl.socket_ifname
         env["GLOO_SOCKET_IFNAME"] = spec.nccl.socket_ifname
@@ -166,6 +240,7 @@ def torchrun_argv(
     rdzv_endpoint: str | None = None,
     rdzv_id: str | None = None,
     nproc_per_node: str | None = None,
+    rdzv_conf: str | None = None,
 ) -> list[str]:
     """``torchrun [topology flags] --no-python <user command>``; flags left None are omitted."""
     argv = ["torchrun"]
@@ -178,6 +253,7 @@ def torchrun_argv(
         ("--rdzv-backend", rdzv_backend),
         ("--rdzv-endpoint", rdzv_endpoint),
         ("--rdzv-id", rdzv_id),
+        ("--rdzv-conf", rdzv_conf),
     ):
         if value is not None:
             argv += [flag, value]
@@ -190,8 +266,11 @@ def torchrun_argv(
 # ------------------------------------------------------------------------------------------ targets
 
 
-def local_nodes(spec: JobSpec) -> list[NodeLaunch]:
-    """Docker (``ddpctl up``) and compose: one container per node, static rendezvous at node 0."""
+def local_nodes(spec: JobSpec, *, host_cpus: float | None = None) -> list[NodeLaunch]:
+    """Docker (``ddpctl up``) and compose: one container per node, static rendezvous at node 0.
+
+    ``host_cpus``: the CPUs of the host the nodes run on (``ddpctl up`` knows them; a rendered compose file
+    does not, so its threads come from ``cpus_per_node`` or are decided in the container)."""
     if spec.network == "host" and spec.nodes > 1 and not spec.hosts:
         # Checked here, not in the spec: Kubernetes hostNetwork needs no host list.
         raise SpecError("'hosts' is required with network: host and more than one node",
@@ -201,7 +280,7 @@ def local_nodes(spec: JobSpec) -> list[NodeLaunch]:
                         f"at {node_name(spec, 0)} only)", "drop master_addr, or use network: host with hosts")
     addr = master_addr(spec)
     gpus = gpu_requests(spec)
-    env = base_env(spec)
+    env = base_env(spec, thread_env(spec, host_cpus=host_cpus, sharing=nodes_per_host(spec)))
     out = []
     for rank in range(spec.nodes):
         argv = torchrun_argv(
@@ -219,6 +298,11 @@ def local_nodes(spec: JobSpec) -> list[NodeLaunch]:
     return out
 
 
+def operator_env(spec: JobSpec) -> dict[str, str]:
+    """PyTorchJob and TrainJob container env: one pod per node, threads from the CPU limit or at run time."""
+    return base_env(spec, thread_env(spec))
+
+
 def operator_command(spec: JobSpec) -> list[str]:
     """PyTorchJob and TrainJob containers: torchrun reads the operator's ``PET_*`` env, so no flags.
 
@@ -233,7 +317,14 @@ def operator_command(spec: JobSpec) -> list[str]:
 
 
 def slurm_command(spec: JobSpec) -> list[str]:
-    """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time."""
+    """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time.
+
+    A c10d rendezvous at ``$MASTER_ADDR:port`` in which every torchrun is a client (``is_host=false``): the
+    store is :func:`slurm_store_command`, started on the first node before the training step and stopped
+    after it. When a torchrun hosts the store instead (c10d's default, or a static rendezvous on node 0),
+    it exits as soon as its own node is done, and the other nodes' torchrun, still closing the rendezvous
+    or in their exit barrier, print connection errors and tracebacks (docs/several-hosts.md).
+    """
     return torchrun_argv(
         spec,
         nnodes=ShellExpr('"$SLURM_JOB_NUM_NODES"'),
@@ -241,4 +332,16 @@ def slurm_command(spec: JobSpec) -> list[str]:
         rdzv_backend="c10d",
         rdzv_endpoint=ShellExpr(f'"$MASTER_ADDR:{spec.port}"'),
         rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
+        rdzv_conf="is_host=false",
     )
+
+
+# The rendezvous store of a Slurm job: a TCPStore server (torch is where torchrun is) that waits for SIGTERM.
+SLURM_STORE_CODE = ('import signal, sys, torch.distributed as d; '
+                    's = d.TCPStore("0.0.0.0", int(sys.argv[1]), is_master=True, wait_for_workers=False, '
+                    'multi_tenant=True); signal.pause()')
+
+
+def slurm_store_command(spec: JobSpec) -> list[str]:
+    """The process that hosts a Slurm job's c10d rendezvous store on the first node (see slurm_command)."""
+    return ["python3", "-c", SLURM_STORE_CODE, str(spec.port)]

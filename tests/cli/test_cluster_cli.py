@@ -36,7 +36,8 @@ def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
     spec = spec_from_dict({"name": "dry", "nodes": 2, "nproc_per_node": 2, "workdir": ".",
                            "command": ["python", "t.py"]})
     # with a bind mount the containers run as the caller (files written to it are the caller's)
-    assert printed == plan_local(spec, cwd=tmp_path, default_user=f"{os.getuid()}:{os.getgid()}").to_dict()
+    assert printed == plan_local(spec, cwd=tmp_path, default_user=f"{os.getuid()}:{os.getgid()}",
+                                 host_cpus=os.cpu_count()).to_dict()
     assert printed["containers"][0]["user"] == f"{os.getuid()}:{os.getgid()}"
 
 

@@ -1,10 +1,9 @@
 """The rendered sbatch script, run for real: bash executes it, a local ``srun`` starts its command once per
 "node" (as Slurm does, with SLURM_NODEID/SLURM_PROCID set), and real torchrun agents meet in the c10d
-rendezvous the script points them at. Every process reports the RANK/WORLD_SIZE torchrun gave it.
+rendezvous the script points them at, whose store is the script's own store step. Every process reports the RANK/WORLD_SIZE torchrun gave it.
 
-Only Slurm itself is a stand-in (no slurmctld here); bash, torchrun and its c10d rendezvous are real. This
-shows what the topology table cannot: under c10d, node ranks are assigned at run time, and they come out
-distinct.
+Only Slurm itself is a stand-in (tests/slurm runs the same script on a real Slurm cluster); bash, torchrun
+and its rendezvous are real.
 """
 
 import json
@@ -21,12 +20,16 @@ from ddpctl.spec import spec_from_dict
 
 pytestmark = pytest.mark.distributed
 
-_SRUN = """#!{python}
+_SRUN = """#!/usr/bin/env python3
+# (the test's interpreter, found on PATH: a '#!' line cannot hold a path with a space)
 # Local srun: run the command once per node in parallel, like `srun --nodes=N --ntasks-per-node=1`.
 import os, subprocess, sys
 args = sys.argv[1:]
+overlap = "--overlap" in args
 while args and args[0].startswith("--"):
     args.pop(0)
+if overlap:  # the rendezvous store's step (--nodes=1): become the store; the script kills it at the end
+    os.execvp(args[0], args)
 n = int(os.environ["SLURM_JOB_NUM_NODES"])
 procs = []
 for i in range(n):
@@ -56,7 +59,7 @@ def test_sbatch_script_rendezvous_gives_distinct_ranks(tmp_path, nodes, nproc):
                            "command": ["python", "-c", _REPORT]})
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "srun").write_text(_SRUN.format(python=sys.executable))
+    (bin_dir / "srun").write_text(_SRUN.format())
     (bin_dir / "scontrol").write_text(_SCONTROL)
     for f in ("srun", "scontrol"):
         (bin_dir / f).chmod(0o755)

@@ -29,6 +29,7 @@ def test_image_check_missing_image():
 def test_build_is_skipped_when_inputs_are_unchanged(engine, cpu_image):
     # make image-cpu built it from this tree; the same inputs must be recognised without a rebuild
     root = Path(__file__).resolve().parents[2]
-    proc = ddpctl("image", "build", "--cpu", "--wheelhouse", str(root / "wheelhouse"), cwd=root, timeout=900)
+    proc = ddpctl("image", "build", "--cpu", "--wheelhouse", str(root / "wheelhouse"), "--tag", cpu_image, cwd=root,
+                  timeout=900)
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "is up to date" in proc.stderr and proc.stdout.strip() == cpu_image

@@ -23,7 +23,7 @@ def test_up_passes_the_secret_from_its_environment(engine, cpu_image, job_name):
 
 
 def test_up_without_the_secret_creates_nothing(engine, cpu_image, job_name):
-    proc = ddpctl("up", "--name", job_name, "--image", cpu_image, "--secret-env", "DDPCTL_ITEST_UNSET_TOKEN")
+    proc = ddpctl("up", "--name", job_name, "--image", cpu_image, "--secret-env", "ITEST_DDP_UNSET_TOKEN")
     assert proc.returncode == 2 and "is not set in this environment" in proc.stderr
     f = {"label": f"ddpctl.job={job_name}"}
     assert engine.containers.list(all=True, filters=f) == [] and engine.networks.list(filters=f) == []

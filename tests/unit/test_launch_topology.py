@@ -121,8 +121,13 @@ def test_slurm(tmp_path, gpus):
         assert config.rdzv_backend == "c10d"
         assert config.rdzv_endpoint == f"gpu-node-1:{spec.port}"
         assert config.run_id == "4242"
+        assert config.rdzv_configs["is_host"] == "false"  # every torchrun is a client of the store step
         assert config.min_nodes == config.max_nodes == nodes
         assert config.nproc_per_node == spec.procs_per_node
         ranks = sorted(n * config.nproc_per_node + lr for n in range(nodes) for lr in range(config.nproc_per_node))
         assert ranks == list(range(spec.world_size))
         assert got["env"]["MASTER_ADDR"] == "gpu-node-1"
+        # The store: one task on the first host, on the rendezvous port.
+        store = got["store"]["argv"]
+        assert store[:4] == ["--overlap", "--nodes=1", "--ntasks=1", "--nodelist=gpu-node-1"]
+        assert store[4:6] == ["python3", "-c"] and store[-1] == str(spec.port)

@@ -189,12 +189,12 @@ def test_rendering_a_literal_secret_warns_once_per_name():
 
 
 def test_up_without_the_secret_in_the_environment_fails_before_anything(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "DDPCTL_NOT_SET_TOKEN"}
-    result = subprocess.run([DDPCTL, "up", "--name", "sec-missing", "--secret-env", "DDPCTL_NOT_SET_TOKEN"],
+    env = {k: v for k, v in os.environ.items() if k != "UTEST_DDP_NOT_SET_TOKEN"}
+    result = subprocess.run([DDPCTL, "up", "--name", "sec-missing", "--secret-env", "UTEST_DDP_NOT_SET_TOKEN"],
                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "DDPCTL_NOT_SET_TOKEN is not set in this environment" in lines[0]
+    assert len(lines) == 1 and "UTEST_DDP_NOT_SET_TOKEN is not set in this environment" in lines[0]
 
 
 @pytest.mark.parametrize("args, needle", [

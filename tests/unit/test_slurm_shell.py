@@ -62,6 +62,7 @@ def test_master_addr_override(tmp_path):
     got = rs.run_sbatch(slurm.render(spec_from_dict(SLURM["master-addr-restarts"])), tmp_path, nodes=2)
     assert got["env"]["MASTER_ADDR"] == "head-node"
     assert "head-node:29600" in got["argv"]
+    assert got["store"]["argv"][-1] == "29600"  # the store listens on the first node, at that port
 
 
 @pytest.mark.parametrize("data", [

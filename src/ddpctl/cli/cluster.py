@@ -77,7 +77,11 @@ def up(
                             nproc_per_node=nproc_per_node, backend=backend, port=port, env=env, secret_env=secret_env, volume=volume,
                             shm_size=shm_size, ipc=ipc, network=network, max_restarts=max_restarts,
                             device_ids=device_ids, workdir=workdir, user=user, command=command)
-    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller())
+    from ddpctl.local import executor
+    from ddpctl.local.engine import DockerEngine
+
+    engine = DockerEngine()
+    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller(), host_cpus=executor.host_cpus(engine))
     if dry_run:
         import yaml
 
@@ -85,10 +89,7 @@ def up(
         return
 
     from ddpctl.host import gpu_count as host_gpu_count
-    from ddpctl.local import executor
-    from ddpctl.local.engine import DockerEngine
 
-    engine = DockerEngine()
     t0 = time.monotonic()
     job = executor.up(plan, engine, host_gpus=host_gpu_count() if plan.wants_gpus else 0, say=err)
     err(f"job {plan.job}: {len(job.ids)} node(s), world size {plan.world_size}, image {plan.image} "

@@ -4,6 +4,7 @@
 - ``image``   -> ddpctl.cli.image    (build | base | check)
 - ``up/ps/logs/down`` -> ddpctl.cli.cluster
 - ``bench``   -> ddpctl.cli.bench
+- ``doctor``  -> ddpctl.cli.doctor
 - ``validate`` -> ddpctl.cli.validate
 
 Each module imports its heavy dependencies (docker, matplotlib) inside the commands, so registering them
@@ -12,4 +13,4 @@ all keeps ``ddpctl --help`` fast.
 
 from __future__ import annotations
 
-from ddpctl.cli import bench, cluster, image, render, validate  # noqa: F401  (each registers its commands on `app`)
+from ddpctl.cli import bench, cluster, doctor, image, render, validate  # noqa: F401  (each registers its commands on `app`)

@@ -51,6 +51,8 @@ from ddpctl.images.plans import (
     driver_supports,
     min_driver_for_cuda,
 )
+from ddpctl.images.pull import PULL_FIX, pull_base, pull_failure_reason
+from ddpctl.images.tidy import BuildTrace, _tidy_build, deps_tag
 
 __all__ = [
     "BASE_PACKAGES", "CHECK_SCRIPT", "CUDA_VERSION", "DEFAULT_CUDA_BASE", "DEFAULT_LOCAL_BASE", "DEFAULT_MIRROR",
@@ -58,5 +60,5 @@ __all__ = [
     "TORCH_VERSION", "BasePlan", "BuildPlan", "BuildResult", "CheckReport", "DriverVerdict", "Progress",
     "build_base", "build_hash", "build_image", "build_plan", "build_wheel", "check_image", "driver_supports",
     "find_source_root", "image_requirements", "min_driver_for_cuda", "probe_torch", "stage_context",
-    "wheel_requirements",
+    "wheel_requirements", "BuildTrace", "_tidy_build", "deps_tag", "PULL_FIX", "pull_base", "pull_failure_reason",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +17,7 @@ from ddpctl.dockerclient import image_id as _image_id
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.images.build import Progress
 from ddpctl.images.plans import LABEL_BASE_HASH, BasePlan
+from ddpctl.images.tidy import _drop_if_untagged
 
 # ---------------------------------------------------------------------------------------------- base
 
@@ -34,6 +36,7 @@ def build_base(plan: BasePlan, *, force: bool = False, progress: Progress | None
     if labels is not None and labels.get(LABEL_BASE_HASH) == plan.input_hash and not force:
         progress.done(f"{plan.tag} is up to date ({plan.suite}, {', '.join(plan.packages)})")
         return _image_id(client, plan.tag) or ""
+    previous_id = _image_id(client, plan.tag)
     parent = workdir or Path(os.environ.get("TMPDIR", "/var/tmp"))
     root = Path(tempfile.mkdtemp(prefix="ddpctl-base-", dir=parent))
     try:
@@ -70,6 +73,8 @@ def build_base(plan: BasePlan, *, force: bool = False, progress: Progress | None
         if errors:
             raise EngineError(f"importing the base image failed: {errors[0]}", "check the Docker daemon's log")
         image_id = _image_id(client, plan.tag) or ""
+        if previous_id and previous_id != image_id:
+            _drop_if_untagged(client, previous_id)  # the base it replaced, unless an image is built on it
         progress.done(f"built {plan.tag} ({image_id[7:19]}) from debian {plan.suite}")
         return image_id
     finally:
@@ -80,7 +85,9 @@ def build_base(plan: BasePlan, *, force: bool = False, progress: Progress | None
 def _unmount_below(root: Path) -> None:
     """debootstrap mounts proc/sys inside the target; a failed run can leave them mounted."""
     try:
-        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        # /proc/mounts writes a space in a path as \040 (tab \011, newline \012, backslash \134)
+        mounts = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[1])
+                  for line in Path("/proc/mounts").read_text().splitlines()]
     except OSError:
         return
     for m in sorted((m for m in mounts if m.startswith(str(root) + "/")), reverse=True):

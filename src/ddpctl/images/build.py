@@ -27,6 +27,8 @@ from ddpctl.images.plans import (
     BuildPlan,
     build_hash,
 )
+from ddpctl.images.pull import pull_base
+from ddpctl.images.tidy import BuildTrace, _drop_if_untagged, _tidy_build, deps_tag
 from ddpctl.launch import LABEL_MANAGED_BY, LABEL_VERSION, MANAGED_BY
 
 
@@ -170,10 +172,11 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     root = root or find_source_root()
     client = docker_client()
     base_id = _image_id(client, plan.base)
+    if base_id is None and plan.base == DEFAULT_LOCAL_BASE:
+        raise EngineError(f"base image {plan.base} is not present on this Docker Engine",
+                          "build it offline with 'ddpctl image base'")
     if base_id is None:
-        fix = ("build it offline with 'ddpctl image base'" if plan.base == DEFAULT_LOCAL_BASE
-               else f"pull it ('docker pull {plan.base}') or pass --base with a local image")
-        raise EngineError(f"base image {plan.base} is not present on this Docker Engine", fix)
+        base_id = pull_base(client, plan.base, progress)
     found = probe_torch(client, plan.base)
     if found is not None:  # the labels must describe the torch the image really has
         progress.line(f"base {plan.base} has torch {found[0]} (CUDA {found[1] or 'none'})")
@@ -192,12 +195,14 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     labels = {LABEL_BUILD_HASH: digest, LABEL_VERSION: __version__, LABEL_MANAGED_BY: MANAGED_BY}
     image_id = ""
     error = None
+    trace = BuildTrace()
     try:
         for ev in client.api.build(path=str(root), dockerfile=plan.dockerfile, tag=plan.tag, rm=True,
                                    forcerm=True, pull=False, nocache=nocache, buildargs=plan.buildargs(),
                                    labels=labels, decode=True):
             if "stream" in ev:
                 for line in ev["stream"].splitlines():
+                    trace.feed(line)
                     progress.line(line)
             elif "status" in ev:
                 progress.line(str(ev["status"]))
@@ -210,25 +215,17 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     finally:
         shutil.rmtree(root / STAGE_DIR, ignore_errors=True)
     if error:
+        _tidy_build(client, trace, None, None)
         raise EngineError(f"building {plan.tag} failed: {error[:300]}", "read the build output above")
     image_id = image_id or _image_id(client, plan.tag) or ""
     if previous_id and previous_id != image_id:
         _drop_if_untagged(client, previous_id)
+    _tidy_build(client, trace, image_id, deps_tag(plan.tag))
     seconds = time.monotonic() - t0
     final = image_labels(client, plan.tag) or {}
     progress.done(f"built {plan.tag} ({image_id[7:19]}) in {seconds:.0f}s: torch {final.get(LABEL_TORCH, '?')}, "
                   f"CUDA {final.get(LABEL_CUDA) or 'none'}")
     return BuildResult(plan.tag, image_id, False, seconds, final)
-
-
-def _drop_if_untagged(client, image_id: str) -> None:
-    """The image a rebuild replaced: remove it when nothing else names it (its layers stay cached)."""
-    try:
-        img = client.images.get(image_id)
-        if not img.tags:
-            client.images.remove(image_id, noprune=True)
-    except Exception:  # noqa: BLE001 - in use by a container, or already gone: leave it
-        pass
 
 
 def probe_torch(client, image: str) -> tuple[str, str] | None:

@@ -48,7 +48,7 @@ class Engine(abc.ABC):
     def image_exists(self, ref: str) -> bool: ...
 
     @abc.abstractmethod
-    def has_nvidia_runtime(self) -> bool: ...
+    def has_nvidia_runtime(self, image: str | None = None) -> bool: ...
 
     @abc.abstractmethod
     def create_network(self, name: str, labels: dict[str, str]) -> str: ...
@@ -129,10 +129,42 @@ class DockerEngine(Engine):
 
         return image_id(self.client, ref) is not None
 
-    def has_nvidia_runtime(self) -> bool:
+    def has_nvidia_runtime(self, image: str | None = None) -> bool:
+        """Can containers get NVIDIA GPUs? Yes with the engine's 'nvidia' runtime. Without it, Docker's own
+        'nvidia' device driver may still serve GPU requests (dockerd registers it when
+        nvidia-container-runtime-hook is on its PATH: nvidia-container-toolkit without 'nvidia-ctk runtime
+        configure'), and only the daemon knows: a throwaway container of ``image`` with a one-GPU request is
+        started and removed. An absent image answers True here: the image check reports it instead."""
         from ddpctl.dockerclient import has_nvidia_runtime
 
-        return has_nvidia_runtime(self.client)
+        if has_nvidia_runtime(self.client):
+            return True
+        if image is None or not self.image_exists(image):
+            return image is not None
+        from docker.types import DeviceRequest
+
+        errors = self._errors()
+        container = None
+        try:
+            container = self.client.containers.create(
+                image, ["true"], entrypoint=[], network_mode="none",
+                device_requests=[DeviceRequest(count=1, capabilities=[["gpu"]])])
+            container.start()
+            return True
+        except errors.APIError as exc:
+            text = str(getattr(exc, "explanation", None) or exc)
+            if "could not select device driver" in text:
+                return False
+            if "executable file not found" in text:  # the GPU was attached; the image just has no `true`
+                return True
+            raise EngineError(f"a container with a GPU request does not start on this engine: {text[:300]}",
+                              "check the NVIDIA driver and nvidia-container-toolkit on the Docker host") from None
+        finally:
+            if container is not None:
+                try:
+                    container.remove(force=True)
+                except errors.APIError:
+                    pass
 
     def create_network(self, name: str, labels: dict[str, str]) -> str:
         net = self.client.networks.create(name, driver="bridge", labels=labels, check_duplicate=True)

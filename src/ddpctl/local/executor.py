@@ -66,7 +66,7 @@ def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
             what = f"GPU ids {','.join(map(str, ids))}" if per.device_ids else f"{need} GPU(s)"
             raise UsageError(f"job {plan.job} asks for {what} but this host has {host_gpus} GPU(s)",
                              "lower --gpus-per-node / --nodes, or use --gpus-per-node 0 for a CPU run")
-        if not engine.has_nvidia_runtime():
+        if not engine.has_nvidia_runtime(plan.image):
             raise EngineError("the Docker Engine has no NVIDIA runtime, so containers cannot get GPUs",
                               "install nvidia-container-toolkit and restart dockerd")
     if not engine.image_exists(plan.image):
@@ -97,6 +97,22 @@ def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
         raise UsageError(f"port {plan.port} is already in use on this host (host networking)",
                          "pick a free one with --port, or stop what listens on it")
     return existing
+
+
+def host_cpus(engine: Engine | None = None) -> int:
+    """CPUs of the host the containers run on (sets each process's OMP_NUM_THREADS, see ddpctl.launch).
+
+    A local engine (unix socket) shares this machine's CPUs; a remote one is asked (``docker info`` NCPU).
+    """
+    if engine is not None and not _engine_is_local():
+        try:
+            client = getattr(engine, "client", None)  # DockerEngine; other engines cannot say
+            ncpu = int(client.info().get("NCPU") or 0) if client is not None else 0
+            if ncpu > 0:
+                return ncpu
+        except Exception:  # noqa: BLE001 - an engine that cannot say: assume this machine's count
+            pass
+    return os.cpu_count() or 1
 
 
 def _engine_is_local() -> bool:

@@ -111,8 +111,10 @@ def is_root(user: str | None) -> bool:
     return user is None or user.split(":", 1)[0] in ("0", "root")
 
 
-def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None) -> LocalPlan:
-    """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths.
+def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
+               host_cpus: float | None = None) -> LocalPlan:
+    """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths;
+    ``host_cpus`` (the engine host's CPUs) sets each process's ``OMP_NUM_THREADS`` (:func:`launch.thread_env`).
 
     ``default_user`` (``ddpctl up`` passes the caller's ``uid:gid``) is the containers' user when they
     bind-mount a host directory (``workdir``, a volume with a path) and the spec sets no ``user``, so files
@@ -135,7 +137,7 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None) -> 
         ulimits.append(("memlock", -1, -1))
     user = spec.user or (default_user if any(m.bind for m in mounts) else None)
     containers = []
-    for node in launch.local_nodes(spec):
+    for node in launch.local_nodes(spec, host_cpus=host_cpus):
         env = node.env
         if not is_root(user) and "HOME" not in node.env_dict:
             env = env + (("HOME", NON_ROOT_HOME),)

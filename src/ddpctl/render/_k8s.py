@@ -41,7 +41,7 @@ def env_list(spec: JobSpec) -> list[dict[str, Any]]:
     """The container env (``$`` escaped so the kubelet does not expand ``$(VAR)`` in user values), then the
     secret references as ``valueFrom.secretKeyRef`` (the value stays in the Secret)."""
     out: list[dict[str, Any]] = [{"name": k, "value": v.replace("$", "$$")}
-                                 for k, v in launch.base_env(spec).items()]
+                                 for k, v in launch.operator_env(spec).items()]
     for s in spec.secret_env:
         out.append({"name": s.name, "valueFrom": {"secretKeyRef": {"name": s.secret, "key": s.secret_key}}})
     return out

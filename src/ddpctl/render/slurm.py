@@ -1,7 +1,8 @@
 """Slurm renderer: an sbatch script that runs ``torchrun`` on every node through ``srun``.
 
 One task per node (``--ntasks-per-node=1``), each task a torchrun agent with ``nproc_per_node`` workers and a
-c10d rendezvous at the first host of ``$SLURM_JOB_NODELIST`` (:func:`ddpctl.launch.slurm_command`). Optionally
+c10d rendezvous at the first host of ``$SLURM_JOB_NODELIST`` (:func:`ddpctl.launch.slurm_command`), whose store
+runs in a step of its own on that host for the whole job (:func:`ddpctl.launch.slurm_store_command`). Optionally
 inside a container: pyxis (``srun --container-image``) or Apptainer/Singularity (``apptainer exec``).
 
 Quoting: every value that reaches the shell goes through :func:`shlex.quote`, except the
@@ -123,14 +124,26 @@ def render(spec: JobSpec) -> str:
         body.append(f': "${{{secret.name}:?is not set: export it before sbatch (its value is not in this script)}}"')
         body.append(f"export {secret.name}")
     body.append("")
+    threads = launch.slurm_thread_lines(spec)
+    if threads:
+        body += threads + [""]
+    body.append("# The first host of the allocation runs the c10d rendezvous store.")
+    body.append('FIRST_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"')  # sed, not head: no SIGPIPE under pipefail
     if spec.master_addr:
-        body.append(f"MASTER_ADDR={shlex.quote(spec.master_addr)}")
+        body.append(f"MASTER_ADDR={shlex.quote(spec.master_addr)}  # an address of $FIRST_NODE")
     else:
-        body.append("# The first host of the allocation runs the c10d rendezvous.")
-        body.append('MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"')  # sed, not head: no SIGPIPE under pipefail
+        body.append('MASTER_ADDR="$FIRST_NODE"')
     body.append("export MASTER_ADDR")
     body.append("")
     srun_opts, prefix = _container_words(spec)
+    body.append("# The store runs in a step of its own for the whole job, so every node's torchrun (a client) can")
+    body.append("# close the rendezvous and pass its exit barrier before it goes away: no errors at the end.")
+    store = ["srun", "--overlap", "--nodes=1", "--ntasks=1", launch.ShellExpr('--nodelist="$FIRST_NODE"'), *srun_opts]
+    body.append(" ".join(_q(w) for w in store) + " \\")
+    body.append("    " + " ".join(_q(w) for w in [*prefix, *launch.slurm_store_command(spec)]) + " &")
+    body.append("STORE_PID=$!")
+    body.append("trap 'kill \"$STORE_PID\" 2>/dev/null || true' EXIT")
+    body.append("")
     srun = ["srun", "--nodes=" + str(spec.nodes), "--ntasks-per-node=1", "--kill-on-bad-exit=1", *srun_opts]
     torchrun = launch.slurm_command(spec)
     body.append(" ".join(_q(w) for w in srun) + " \\")

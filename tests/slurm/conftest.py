@@ -1,0 +1,54 @@
+"""Tests on a real one-machine Slurm cluster (marker ``slurm``): munged, slurmctld and two slurmd.
+
+The session fixture ``slurm_cluster`` starts the daemons from a generated slurm.conf under a temporary
+directory (see cluster.py) and stops them afterwards. It needs root (slurmd runs jobs as their user) and
+Debian's ``slurm-wlm`` and ``munge`` (``scripts/ci-setup-slurm.sh`` installs them; ``make test`` runs it).
+Without them the tests are skipped, unless DDPCTL_REQUIRE_SLURM=1 or DDPCTL_REQUIRE_DOCKER=1 (set by
+``make test``: CI must run on the real engines), which turns a missing Slurm into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import cluster  # noqa: E402
+
+
+def _required() -> bool:
+    return "1" in (os.environ.get("DDPCTL_REQUIRE_SLURM"), os.environ.get("DDPCTL_REQUIRE_DOCKER"))
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.slurm)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    problem = None
+    if os.geteuid() != 0:
+        problem = "not root (slurmd and munged need root here)"
+    elif cluster.missing_binaries():
+        problem = (f"Slurm/munge not installed (missing {', '.join(cluster.missing_binaries())}); "
+                   "run scripts/ci-setup-slurm.sh")
+    if problem:
+        if _required():
+            pytest.fail(f"no Slurm: {problem}")
+        pytest.skip(f"no Slurm: {problem}")
+    cluster.ensure_hosts()
+    c = cluster.SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        c.start()
+    except Exception:
+        c.stop()
+        raise
+    yield c
+    c.stop()
+    assert not c.procs
