@@ -2,7 +2,10 @@
 
 Also checks with `python -X importtime` that neither path imports torch or docker.
 
-    python benchmarks/cli_startup.py [--runs 15] [--target 0.3]
+    python benchmarks/cli_startup.py [--runs 15] [--target 0.3] [--no-fastparams]
+
+``--no-fastparams`` measures Typer's own parameter coercion (ddpctl.cli.fastparams not installed), what an
+unsupported Typer version would give; it runs ``python -c`` instead of the console script.
 
 Exit status 1 when a median is above the target or a forbidden module is imported.
 """
@@ -29,11 +32,16 @@ def ddpctl_path() -> str:
     return str(Path(sys.executable).parent / "ddpctl")
 
 
-def wall_times(argv: list[str], runs: int) -> list[float]:
+NO_FASTPARAMS = "import ddpctl.cli.fastparams as f; f.install = lambda: None; "
+
+
+def wall_times(argv: list[str], runs: int, fastparams: bool = True) -> list[float]:
     times = []
+    cmd = [ddpctl_path(), *argv] if fastparams else [sys.executable, "-c", NO_FASTPARAMS + (
+        f"import sys; sys.argv = ['ddpctl', *{argv!r}]; from ddpctl.cli.main import main; main()")]
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([ddpctl_path(), *argv], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
     return times
 
@@ -52,11 +60,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--target", type=float, default=0.3)
+    ap.add_argument("--no-fastparams", action="store_true", help="Typer's own coercion (no cli/fastparams.py)")
     args = ap.parse_args()
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
     ok = True
     for label, argv in COMMANDS.items():
-        times = wall_times(argv, args.runs)
+        times = wall_times(argv, args.runs, fastparams=not args.no_fastparams)
         med = statistics.median(times)
         mods = imported_top_levels(argv)
         bad = sorted(m for m in FORBIDDEN if m in mods)

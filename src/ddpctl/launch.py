@@ -45,6 +45,9 @@ CONTAINER_WORKDIR = "/workspace"  # where `workdir` is mounted in containers
 TRAINJOB_MASTER_PORT = 29500  # fixed by the Trainer v2 torch plugin
 EXIT_CODE_LAUNCHER = "ddp-train-launch"  # torchrun + rank-prefixed output + the workers' exit code (ddp_train.launcher)
 STACK_ULIMIT = 67108864  # bytes; NVIDIA's recommended container stack size
+# What the Trainer v2 torch plugin injects into the trainer container (torch.go L110-225); its webhook rejects
+# them in trainer.env. One copy: the trainjob renderer, the validator and the operator emulation in tests/ read it.
+PET_VARS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
 class ShellExpr(str):

@@ -1,7 +1,7 @@
 """Kubernetes contract check without a cluster.
 
 This test EMULATES the training operators: it renders a PyTorchJob and a TrainJob, asks
-``ddpctl.k8s_contract`` for the pods the operator would create (names, hostnames and DNS aliases, the
+``tests/k8s_contract.py`` for the pods the operator would create (names, hostnames and DNS aliases, the
 injected MASTER_ADDR / PET_* env, the expanded command; see docs/render.md), starts each pod as a
 container on one private network with those hostnames and aliases, and checks that the job completes with
 a passing sync check. No Kubernetes API server, kubelet or operator runs here; what is checked is that the
@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
 from itest_helpers import CPU_IMAGE, ddpctl, labelled
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: k8s_contract.py
 
 
 def _run_pods(engine, job: str, pods) -> dict[str, tuple[int, str]]:
@@ -59,7 +63,7 @@ def _summary(logs: str) -> dict:
                                          ("pytorchjob", ["--restart-policy", "ExitCode"])],
                          ids=["pytorchjob", "trainjob", "pytorchjob-exitcode"])
 def test_operator_pods_complete_with_a_passing_sync_check(engine, cpu_image, job_name, kind, extra):
-    from ddpctl.k8s_contract import pods_for
+    from k8s_contract import pods_for
 
     text = ddpctl("render", kind, "--name", job_name, "--nodes", "2", "--nproc-per-node", "2",
                   "--image", CPU_IMAGE, *extra, check=True).stdout

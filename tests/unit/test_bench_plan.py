@@ -3,7 +3,8 @@
 import pytest
 
 from ddpctl.bench.plan import BenchOptions, default_gpu_counts, parse_counts, parse_list, plan
-from ddpctl.bench.runner import HostExecutor, Launch, ddp_train_args, parse_event
+from ddpctl.bench.programs import HostRunner, Launch
+from ddpctl.bench.runner import ddp_train_args, parse_event
 from ddpctl.errors import UsageError
 
 
@@ -115,8 +116,8 @@ def test_ddp_train_args_cpu_toy():
     assert args[-2:] == ["--device", "cpu"]
 
 
-def test_host_executor_argv_and_visible_gpus():
-    ex = HostExecutor(python="/py", env={"PATH": "/bin"})
+def test_host_runner_argv_and_visible_gpus():
+    ex = HostRunner(python="/py", env={"PATH": "/bin"})
     dist = Launch("x", "ddp_train", ("--a",), nprocs=2, distributed=True, gpus=2)
     assert ex.argv(dist) == ["/py", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                              "-m", "ddp_train", "--a"]
@@ -125,7 +126,7 @@ def test_host_executor_argv_and_visible_gpus():
     assert ex.argv(one) == ["/py", "-m", "ddp_train.sysinfo"]
     assert "CUDA_VISIBLE_DEVICES" not in ex.environ(one)
     # A user's own CUDA_VISIBLE_DEVICES is respected: the first N of it.
-    ex2 = HostExecutor(python="/py", env={"CUDA_VISIBLE_DEVICES": "3,5,7"})
+    ex2 = HostRunner(python="/py", env={"CUDA_VISIBLE_DEVICES": "3,5,7"})
     assert ex2.environ(Launch("z", "m", (), gpus=2))["CUDA_VISIBLE_DEVICES"] == "3,5"
 
 

@@ -1,10 +1,20 @@
-"""ddpctl.k8s_contract: the emulated operator contract (PyTorchJob v1.9.4, TrainJob v2.3.0)."""
+"""tests/k8s_contract.py: the emulated operator contract (PyTorchJob v1.9.4, TrainJob v2.3.0)."""
+
+import sys
+from pathlib import Path
 
 import pytest
 
-from ddpctl import k8s_contract as kc
-from ddpctl.render import pytorchjob, trainjob
-from ddpctl.spec import spec_from_dict
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import k8s_contract as kc  # noqa: E402
+from ddpctl import launch  # noqa: E402
+from ddpctl.render import pytorchjob, trainjob  # noqa: E402
+from ddpctl.spec import spec_from_dict  # noqa: E402
+
+
+def test_trainjob_port_ddpctl_assumes_is_the_operators():
+    """The Trainer v2.3.0 torch plugin fixes the master port; ddpctl's launch contract assumes the same one."""
+    assert launch.TRAINJOB_MASTER_PORT == kc.TRAINJOB_MASTER_PORT == 29500
 
 
 @pytest.mark.parametrize("text, env, want", [

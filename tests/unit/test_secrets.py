@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import k8s_contract  # noqa: E402  (tests/k8s_contract.py: the operators, emulated)
 import render_support as rs  # noqa: E402
-from ddpctl import k8s_contract  # noqa: E402
 from ddpctl.errors import SpecError, UnsupportedFeature, UsageError  # noqa: E402
 from ddpctl.local import executor  # noqa: E402
 from ddpctl.local.plan import container_request, plan_local  # noqa: E402

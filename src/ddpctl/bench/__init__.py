@@ -13,35 +13,38 @@ from pathlib import Path
 from ddpctl.bench.plan import BenchOptions, plan
 
 
-def run_bench(options: BenchOptions, outdir: Path, *, executor=None, progress=None, command: str = "ddpctl bench",
+def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None, command: str = "ddpctl bench",
               python: str | None = None, plots: bool = True) -> tuple[dict, list[Path]]:
     """Run the matrix and write the report into ``outdir``. Returns the report and the files written."""
     import datetime
 
-    from ddpctl.bench import hardware, report, runner
+    from ddpctl import host
+    from ddpctl.bench import report
     from ddpctl.bench.plan import plan as make_plan
     from ddpctl.bench.plan import validate
+    from ddpctl.bench.programs import HostRunner
     from ddpctl.bench.progress import Progress
+    from ddpctl.bench.runner import collect_sysinfo, execute
 
     validate(options)  # names and ranges, before anything runs (GPU counts are checked once known)
     progress = progress or Progress()
-    if executor is None:
+    if runner is None:
         if options.runtime == "docker":
-            from ddpctl.bench.docker import DockerExecutor
+            from ddpctl.bench.docker import DockerRunner
 
-            executor = DockerExecutor.from_options(options)
+            runner = DockerRunner.from_options(options)
         else:
-            executor = runner.HostExecutor(python=python)
-    executor.preflight()
-    progress.note(f"collecting system info ({executor.describe()})")
-    sysinfo = runner.collect_sysinfo(executor)
+            runner = HostRunner(python=python)
+    runner.preflight()
+    progress.note(f"collecting system info ({runner.describe()})")
+    sysinfo = collect_sysinfo(runner)
     the_plan = make_plan(options, int(sysinfo.get("gpu_count") or 0))
-    smi = hardware.nvidia_smi()
+    smi = host.nvidia_smi()
     for note in the_plan.skipped:
         progress.note(f"skipped: {note}")
     outdir.mkdir(parents=True, exist_ok=True)
     created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    bench = runner.execute(the_plan, executor, sysinfo, outdir, progress, cell_timeout=options.cell_timeout_s,
+    bench = execute(the_plan, runner, sysinfo, outdir, progress, cell_timeout=options.cell_timeout_s,
                            extra_args=options.extra_args, time_budget=options.time_budget_s)
     opts = {
         "workloads": sorted({c.workload for c in the_plan.cells}),

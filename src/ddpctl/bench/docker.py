@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ddpctl.bench.runner import Executor, Launch, RunResult
+from ddpctl.bench.programs import Launch, Runner, RunResult
 
 # Host env that reaches the containers (NCCL/torch tuning and the multicast-off settings of shared hosts).
 PASS_ENV_PREFIXES = ("NCCL_", "TORCH_", "NVSHMEM_", "GLOO_")
 PASS_ENV = ("OMP_NUM_THREADS",)
 
 
-class DockerExecutor(Executor):
+class DockerRunner(Runner):
     runtime = "docker"
 
     def __init__(self, image: str | None = None, engine=None, host_gpus: int | None = None) -> None:
@@ -35,7 +35,7 @@ class DockerExecutor(Executor):
         self._counter = itertools.count(1)
 
     @classmethod
-    def from_options(cls, options) -> DockerExecutor:
+    def from_options(cls, options) -> DockerRunner:
         return cls(image=options.image)
 
     def describe(self) -> str:
@@ -51,9 +51,9 @@ class DockerExecutor(Executor):
 
     def host_gpus(self) -> int:
         if self._host_gpus is None:
-            from ddpctl.images import host_gpu_count
+            from ddpctl.host import gpu_count
 
-            self._host_gpus = host_gpu_count()
+            self._host_gpus = gpu_count()
         return self._host_gpus
 
     def preflight(self) -> None:

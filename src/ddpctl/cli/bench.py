@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ddpctl.cli.main import app, err
+from ddpctl.cli.app import app, err
 
 bench_app = typer.Typer(
     name="bench",

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from ddpctl.cli import specopts as so
-from ddpctl.cli.main import app, err
+from ddpctl.cli.app import app, err
 
 
 def _caller() -> str | None:
@@ -88,7 +88,7 @@ def up(
         typer.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False), nl=False)
         return
 
-    from ddpctl.images import host_gpu_count
+    from ddpctl.host import gpu_count as host_gpu_count
 
     t0 = time.monotonic()
     job = executor.up(plan, engine, host_gpus=host_gpu_count() if plan.wants_gpus else 0, say=err)

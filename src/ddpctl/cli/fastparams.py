@@ -3,9 +3,11 @@
 Typer >= 0.27 coerces every parameter of the invoked command (and of its parent groups, e.g. ``--version``)
 through a pydantic ``TypeAdapter``; importing pydantic and building the adapters costs more than a whole
 render on a 2-core machine. ddpctl's options are plain ``str``/``int``/``float``/``bool``/``Path`` values (or
-lists of them), for which a direct conversion gives the same values and errors. :func:`install` gives such
-parameters that conversion; anything else keeps Typer's own path. On a Typer without this internal API it
-does nothing (correct, only slower).
+lists of them), for which a direct conversion gives the same values, and for a bad value the same one-line
+usage error (exit 2) with Click's wording of the reason ("'abc' is not a valid integer") where Typer's path
+words it as pydantic does. :func:`install` gives such parameters that conversion; anything else keeps Typer's
+own path. On a Typer without this internal API it does nothing (correct, only slower); pyproject.toml pins
+``typer<0.30`` (tested on 0.29) and tests/cli/test_fastparams.py compares both paths.
 """
 
 from __future__ import annotations

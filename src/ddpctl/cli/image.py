@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ddpctl.cli.main import app
+from ddpctl.cli.app import app
 
 image_app = typer.Typer(
     name="image",

@@ -1,4 +1,5 @@
-"""The ``ddpctl`` command line: a thin Typer layer over the library.
+"""The ``ddpctl`` command line: a thin Typer layer over the library. This module runs it; the root app lives
+in :mod:`ddpctl.cli.app` (the leaf the command modules import) and :mod:`ddpctl.cli.commands` registers them.
 
 stdout carries only artifacts (manifests, tables); messages go to stderr. Every error is one line
 ``error: <problem>; <fix>`` with exit code 2 for bad input and 1 for runtime failures.
@@ -8,48 +9,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Optional
 
 import typer
 
-from ddpctl import __version__
+from ddpctl.cli.app import app, err  # also re-exported: "from ddpctl.cli.main import app, err" keeps working
 from ddpctl.errors import DdpctlError
-
-app = typer.Typer(
-    name="ddpctl",
-    help="Run PyTorch DDP jobs on one or many GPUs and nodes: build images, start a local cluster of "
-    "containers, render compose / Kubeflow / Slurm manifests.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"ddpctl {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        Optional[bool],
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
-    ] = None,
-) -> None:
-    """ddpctl: one job spec for PyTorch DDP on Docker, docker-compose, Kubeflow and Slurm."""
 
 
 def _register() -> None:
     """Attach the command groups. Each module imports only what its commands need at call time."""
     from ddpctl.cli import commands  # noqa: F401  (registers commands on `app`)
-
-
-def err(message: str) -> None:
-    """Write one diagnostic line to stderr."""
-    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from ddpctl.cli import specopts as so
-from ddpctl.cli.main import app
+from ddpctl.cli.app import app
 
 render_app = typer.Typer(
     name="render",

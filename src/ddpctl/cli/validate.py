@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ddpctl.cli.main import app
+from ddpctl.cli.app import app
 from ddpctl.errors import UsageError
 
 

@@ -1,7 +1,8 @@
 """The container engine seen by the executor: a small interface and its Docker SDK adapter.
 
 The executor only calls these methods, so the rules about what is created and removed live in one
-place (executor.py) and the Docker specifics in another (here). ``docker`` is imported lazily.
+place (executor.py) and the Docker specifics in another (here). The client and the image lookups come from
+:mod:`ddpctl.dockerclient`, shared with the image commands. ``docker`` is imported lazily.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ class DockerEngine(Engine):
     @property
     def client(self):
         if self._client is None:
-            from ddpctl.images import docker_client
+            from ddpctl.dockerclient import docker_client
 
             self._client = docker_client()
         return self._client
@@ -124,11 +125,9 @@ class DockerEngine(Engine):
         self.client  # noqa: B018 - connecting pings
 
     def image_exists(self, ref: str) -> bool:
-        try:
-            self.client.images.get(ref)
-            return True
-        except self._errors().ImageNotFound:
-            return False
+        from ddpctl.dockerclient import image_id
+
+        return image_id(self.client, ref) is not None
 
     def has_nvidia_runtime(self, image: str | None = None) -> bool:
         """Can containers get NVIDIA GPUs? Yes with the engine's 'nvidia' runtime. Without it, Docker's own
@@ -136,7 +135,9 @@ class DockerEngine(Engine):
         nvidia-container-runtime-hook is on its PATH: nvidia-container-toolkit without 'nvidia-ctk runtime
         configure'), and only the daemon knows: a throwaway container of ``image`` with a one-GPU request is
         started and removed. An absent image answers True here: the image check reports it instead."""
-        if "nvidia" in (self.client.info().get("Runtimes") or {}):
+        from ddpctl.dockerclient import has_nvidia_runtime
+
+        if has_nvidia_runtime(self.client):
             return True
         if image is None or not self.image_exists(image):
             return image is not None

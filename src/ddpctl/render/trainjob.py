@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpctl import k8s_contract, launch
+from ddpctl import launch
 from ddpctl.render import Unsupported, _k8s, check_supported
 from ddpctl.spec import JobSpec, KubernetesOptions
 
@@ -26,7 +26,7 @@ KIND = "TrainJob"
 TRAINER_VERSION = "v2.3.0"
 NODE_JOB = "node"  # the replicatedJob and container name in the torch-distributed runtime
 PATCH_MANAGER = "ddpctl.io/render"
-PET_VARS = k8s_contract.PET_VARS
+PET_VARS = launch.PET_VARS
 
 _D = KubernetesOptions()
 

@@ -1,4 +1,5 @@
-"""A pure emulation of what the Kubeflow operators do to the pods of a rendered job.
+"""A pure emulation of what the Kubeflow operators do to the pods of a rendered job (test-only; imported as
+a plain module with tests/ on sys.path).
 
 No Kubernetes API is reachable from ddpctl's tests, so this module reproduces the *contract* of the two
 operators, from their source (see docs/render.md for the line-by-line notes):
@@ -29,12 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+# the torch plugin's variables: one copy, shared with the trainjob renderer and the validator
+from ddpctl.launch import PET_VARS
+
 PYTORCHJOB_DEFAULT_PORT = 23456
-TRAINJOB_MASTER_PORT = 29500
+TRAINJOB_MASTER_PORT = 29500  # the operator's own figure; ddpctl.launch's copy is what ddpctl assumes (test_k8s_contract.py)
 TRAINJOB_DEFAULT_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"  # runtime torch-distributed
 GPU_RESOURCE = "nvidia.com/gpu"
-# What the Trainer v2 torch plugin injects (torch.go L110-225); the webhook rejects them in trainer.env.
-PET_VARS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
 class ContractError(ValueError):

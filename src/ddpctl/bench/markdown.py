@@ -1,0 +1,160 @@
+"""report.md from a report (the dict :func:`ddpctl.bench.report.build_report` makes): pure, text only."""
+
+from __future__ import annotations
+
+
+def _f(v, fmt: str, none: str = "-") -> str:
+    return none if v is None else format(v, fmt)
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:g} {unit}"
+    return f"{n} B"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU)"),
+         ("efficiency_vs_gpus.png", "Scaling efficiency vs GPUs, with the interconnect's bounds"),
+         ("strategies.png", "Strategies side by side"))
+
+
+def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> str:
+    hw = report["hardware"]
+    dev = report["plan"]["device"]
+    unit = "GPUs" if dev == "cuda" else "procs"
+    lines = ["# ddpctl bench report", "",
+             f"- created: {report['created']} ({report['duration_s']:.0f} s), runtime: {report['runtime']}, "
+             f"ddpctl {report['tool']['version']}",
+             f"- command: `{report['command']}`",
+             f"- matrix: {report['plan']['cells']} cells x {report['plan']['repeat']} repeat(s) on "
+             f"{', '.join(map(str, report['plan']['gpu_counts']))} {unit}; figures are medians of the repeats",
+             ""]
+    lines += ["## Hardware", ""]
+    gpu = (f"{hw['gpu_count']} x {hw['gpu_model']} ({hw['gpu_memory_gb']} GB)" if hw["gpu_count"]
+           else "none (CPU only: 'GPUs' below are gloo processes)")
+    lines += _table(["item", "value"], [
+        ["GPUs", gpu], ["driver", hw["driver"] or "-"], ["CUDA (torch build)", hw["cuda"] or "-"],
+        ["cuDNN", hw["cudnn"] or "-"], ["NCCL", hw["nccl"] or "-"], ["torch", hw["torch"] or "-"],
+        ["python", hw["python"] or "-"], ["CPUs", f"{hw['cpu_count']} ({hw['cpu_model'] or '?'})"],
+        ["host", hw["hostname"] or "-"],
+    ])
+    if hw.get("topology"):
+        from ddpctl.host import strip_ansi
+
+        lines += ["", "GPU topology (`nvidia-smi topo -m`):", "", "```", strip_ansi(hw["topology"]), "```"]
+    lines += [""]
+
+    head = report["headline"]
+    lines += ["## Headline", ""]
+    hl = []
+    for h in head["ddp_scaling"]:
+        hl.append(f"- DDP scaling efficiency, {h['workload']} on {h['gpus']} {unit}: **{h['scaling_efficiency']:.1%}** "
+                  f"({h['images_per_sec']:,.0f} img/s)")
+    for h in head["pipeline_speedup_1gpu"]:
+        hl.append(f"- GPU-resident pipeline vs DataLoader, {h['workload']}, 1 {unit[:-1]}: **{h['ratio']:.2f}x** "
+                  f"({h['gpu_pipeline']:,.0f} vs {h['dataloader']:,.0f} img/s)")
+    for h in head.get("vs_classic", []):
+        hl.append(f"- ddp-train vs the classic pipeline, {h['workload']}, {h['gpus']} {unit if h['gpus'] > 1 else unit[:-1]}: "
+                  f"**{h['ratio']:.1f}x** ({h['images_per_sec']:,.0f} img/s, `{h['key']}`, vs classic "
+                  f"{h['classic_images_per_sec']:,.0f})")
+    for h in head["busbw_at_max_gbps"]:
+        hl.append(f"- all-reduce bus bandwidth, {h['world_size']} {unit}, {_size(h['bytes'])}: "
+                  f"**{h['busbw_gbps']:.1f} GB/s**")
+    lines += (hl or ["- (no headline figure: see the failures below)"]) + [""]
+
+    # Reports since issue 13 carry the classic comparison and the step mode; older committed ones render as before.
+    v2 = any("vs_classic" in c for c in report["cells"])
+    lines += ["## Results", ""]
+    if not v2:
+        lines += ["img/s is global (all GPUs); batch time is one optimizer step; epoch time is steps per epoch x "
+                  "batch time (steady state; dataset size / img/s where marked `~`); speedup and efficiency are "
+                  "against the 1-GPU run of the same workload and pipeline (`single`).", ""]
+    else:
+        lines += [
+              "img/s is global (all GPUs); batch time is one optimizer step; epoch time is steps per epoch x "
+              "batch time (steady state; dataset size / img/s where marked `~`); speedup and efficiency are "
+              "against the fastest 1-GPU configuration of the workload (the classic cells: against their own 1-GPU "
+              "run); x classic is img/s over the classic (seed-style) cell at the same GPU count; mode is "
+              "ddp-train's step mode (graph: the whole step in one CUDA graph); start-up is the seconds to the "
+              "first captured step.", ""]
+    rows = []
+    for c in report["cells"]:
+        ips = c["images_per_sec"]
+        rows.append([
+            c["workload"], c["pipeline"], c["strategy"], str(c["gpus"]), f"{c['batch_size_per_gpu']}/{c['global_batch']}",
+            (f"{ips['median']:,.0f}" + (f" ±{ips['spread'] / 2:.1%}" if ips["n"] > 1 else "")) if ips else "FAILED",
+            _f(None if c["step_time_s"] is None else c["step_time_s"] * 1e3, ".1f"),
+            ("~" if c["epoch_time_estimated"] else "") + _f(c["epoch_time_s"], ".1f"),
+            _f(c["speedup"], ".2f"), _pct(c["scaling_efficiency"]),
+            *([_f(c.get("vs_classic"), ".1f")] if v2 else []),
+            _f(c["gpu_util"], ".0f"), _f(c["gpu_mem_gb"], ".1f"), c["sync_check"] or "-",
+            *([c.get("step_mode") or "-", _f(c.get("startup_s"), ".1f")] if v2 else []),
+        ])
+    lines += _table(["workload", "pipeline", "strategy", unit, "batch/GPU / global", "img/s", "batch time ms",
+                     "epoch s", "speedup", "scaling eff.", *(["x classic"] if v2 else []), "GPU util %",
+                     "GPU mem GiB", "sync", *(["mode", "start-up s"] if v2 else [])], rows)
+    lines += [""]
+
+    lines += ["## Scaling against the interconnect", "",
+              "For each DDP cell: the measured scaling efficiency next to what the measured all-reduce bandwidth "
+              "allows. t_compute is the 1-GPU batch time; t_comm >= 2(N-1)/N x gradient bytes / busbw (peak "
+              "busbw of the probe, fp32 gradients); bounds: no overlap t_c/(t_c+t_comm), full overlap "
+              "t_c/max(t_c,t_comm). DDP overlaps buckets with backward, so the truth lies between them.", ""]
+    rows = []
+    for c in report["cells"]:
+        if c["strategy"] != "ddp" or c["gpus"] < 2:
+            continue
+        ic = c["interconnect"] or {}
+        rows.append([
+            c["workload"], c["pipeline"], str(c["gpus"]), _pct(c["scaling_efficiency"]),
+            _pct(ic.get("eff_no_overlap")), _pct(ic.get("eff_full_overlap")),
+            _f(ic.get("grad_bytes") and ic["grad_bytes"] / 1e6, ".1f"), _f(ic.get("busbw_gbps"), ".1f"),
+            _f(ic.get("t_compute_s") and ic["t_compute_s"] * 1e3, ".2f"),
+            _f(None if ic.get("t_comm_lb_s") is None else ic["t_comm_lb_s"] * 1e3, ".3f"),
+            (f"**{c['diagnosis']['label']}**: {c['diagnosis']['reason']}" if c["diagnosis"] else "-"),
+        ])
+    lines += _table(["workload", "pipeline", unit, "measured eff.", "allowed (no overlap)", "allowed (full overlap)",
+                     "grad MB", "busbw GB/s", "t_compute ms", "t_comm >= ms", "diagnosis"], rows) if rows else \
+        ["(no DDP cell on 2 or more GPUs in this matrix)"]
+    lines += [""]
+
+    lines += ["## Interconnect (all-reduce probe)", "",
+              "nccl-tests definitions: algbw = bytes / time, busbw = algbw x 2(N-1)/N; 1 GB = 1e9 bytes; "
+              "in-place sum, slowest rank's mean time.", ""]
+    if not report["interconnect"]:
+        lines += ["(not run: no DDP cell on 2 or more GPUs)", ""]
+    for p in report["interconnect"]:
+        if not p["ok"] and not p.get("results"):
+            lines += [f"- {p['world_size']} {unit}: FAILED ({p['error']})", ""]
+            continue
+        lines += [f"{p['world_size']} {unit}, {p['backend']}, {p['dtype']}{'' if p['ok'] else ' (WRONG SUMS)'}:", ""]
+        lines += _table(["size", "time us", "algbw GB/s", "busbw GB/s"], [
+            [_size(r["bytes"]), f"{r['time_us']:.1f}", f"{r['algbw_gbps']:.2f}", f"{r['busbw_gbps']:.2f}"]
+            for r in p["results"]])
+        lines += [""]
+
+    failures = [(c, r) for c in report["cells"] for r in c["runs"] if not r["ok"]]
+    if failures or report["plan"]["skipped"]:
+        lines += ["## Failures and gaps", ""]
+        lines += [f"- {c['key']} repeat {r['repeat']}: {r['error']}" for c, r in failures]
+        lines += [f"- skipped: {s}" for s in report["plan"]["skipped"]]
+        lines += [""]
+    if plots:
+        lines += ["## Plots", ""]
+        titles = dict(PLOTS)
+        lines += [f"![{titles.get(p, p)}]({p})" for p in plots] + [""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- the edge

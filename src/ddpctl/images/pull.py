@@ -1,0 +1,53 @@
+"""Pulling a base image the engine does not have, with a registry failure said in ddpctl's words."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ddpctl.dockerclient import image_id as _image_id
+from ddpctl.errors import EngineError
+
+if TYPE_CHECKING:
+    from ddpctl.images.build import Progress
+
+# What a registry failure looks like in the daemon's pull error, and ddpctl's own words for it.
+_UNREACHABLE = ("no such host", "lookup ", "dial tcp", "i/o timeout", "connection refused", "network is unreachable",
+                "tls handshake timeout", "client.timeout", "temporary failure in name resolution", "server misbehaving",
+                "connection reset", "no route to host", "eof")
+_NOT_THERE = ("not found", "manifest unknown", "pull access denied", "unauthorized", "denied", "does not exist")
+PULL_FIX = ("pull it on a machine that reaches the registry and move it here ('docker save IMAGE | docker load'), "
+            "pass --base with an image this engine already has, or build the CPU image offline with "
+            "'make image-cpu'")
+
+
+def pull_failure_reason(daemon_error: str) -> str:
+    """The daemon's raw pull error (DNS, TLS, HTTP) as a short reason in ddpctl's words."""
+    text = daemon_error.lower()
+    if any(k in text for k in _UNREACHABLE):
+        return "no registry is reachable from the Docker Engine"
+    if any(k in text for k in _NOT_THERE):
+        return "the registry has no such image or refuses access to it"
+    first = " ".join(daemon_error.split())
+    return f"the registry answered: {first[:120]}"
+
+
+def pull_base(client, ref: str, progress: Progress) -> str:
+    """Pull a base image the engine does not have; returns its id. A failed pull is one line with the fix."""
+    from docker.utils import parse_repository_tag
+
+    repo, tag = parse_repository_tag(ref)
+    progress.line(f"pulling base image {ref} (not present on this Docker Engine)")
+    error = None
+    try:
+        for ev in client.api.pull(repo, tag=tag or "latest", stream=True, decode=True):
+            if "error" in ev:
+                error = str(ev.get("error") or ev.get("errorDetail") or "pull failed")
+            elif ev.get("status") and not ev.get("progressDetail"):
+                progress.line(f"{ev.get('id', '')} {ev['status']}".strip())
+    except Exception as exc:  # APIError / NotFound / connection errors from docker-py
+        error = getattr(exc, "explanation", None) or str(exc)
+    image_id = None if error else _image_id(client, ref)
+    if image_id is None:
+        raise EngineError(f"cannot pull base image {ref}: {pull_failure_reason(str(error or 'not found'))}",
+                          PULL_FIX)
+    return image_id
