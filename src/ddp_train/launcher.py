@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = out, err  # before torch is imported: its log handlers write here
     cpp = CppTraceFilter(err, real_stderr)
     code = 0
+    final = ""  # the one closing line, written after c10d's fd-2 messages are drained (they come first)
     try:
         from torch.distributed.elastic.multiprocessing.api import SignalException
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -342,19 +343,21 @@ def main(argv: list[str] | None = None) -> int:
             out.finish()
             err.finish()
             cause = root_cause(exc.failures, err.last)
-            err.write(cause.line() + "\n")
+            final = cause.line() + "\n"
             code = cause.exit_code
         except SignalException as exc:
             num = int(exc.sigval)
-            err.write(f"ddp-train-launch: stopped by {_signal_name(num)}; the workers were stopped\n")
+            final = f"ddp-train-launch: stopped by {_signal_name(num)}; the workers were stopped\n"
             code = 128 + num
         except Exception as exc:  # noqa: BLE001 - one line instead of the agent's traceback
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             code = agent_error_exit_code(exc)
-            err.write(f"ddp-train-launch: error: {type(exc).__name__}: {first} (exit code {code})\n")
+            final = f"ddp-train-launch: error: {type(exc).__name__}: {first} (exit code {code})\n"
     finally:
         out.finish()
         cpp.close()
+        if final:
+            err.write(final)
         err.finish()
         sys.stdout, sys.stderr = saved
         os.close(real_stderr)
