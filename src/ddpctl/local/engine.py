@@ -1,8 +1,8 @@
 """The container engine seen by the executor: a small interface and its Docker SDK adapter.
 
 The executor only calls these methods, so the rules about what is created and removed live in one
-place (executor.py) and the Docker specifics in another (here). The client and the image lookups come from
-:mod:`ddpctl.dockerclient`, shared with the image commands. ``docker`` is imported lazily.
+place (the executor package) and the Docker specifics in another (here). The client and the image lookups
+come from :mod:`ddpctl.dockerclient`, shared with the image commands. ``docker`` is imported lazily.
 """
 
 from __future__ import annotations

@@ -1,0 +1,71 @@
+"""Apply a :class:`~ddpctl.local.plan.LocalPlan` to an engine, and find/stream/remove jobs by label.
+
+This package is the only part of the local cluster with side effects. Rules:
+
+- preflight first (engine reachable, GPUs, image, name clash, port): nothing is created on bad input;
+- creation is all-or-nothing: a failure (or Ctrl-C) halfway removes what was created;
+- every container and network carries the job labels, so ``ps``, ``logs`` and ``down`` need no state;
+- a finished job of the same name is replaced; a running one is a clash.
+
+The parts (callers use the names re-exported here):
+
+- :mod:`.preflight`  checks before anything is created (:func:`preflight`, :func:`secret_values`, ports);
+- :mod:`.create`     the one place a job's network and containers are created and started on an engine
+                     (:func:`create`, :func:`start`, :func:`up`), with rollback, and :func:`remove_job`;
+- :mod:`.attach`     the one place that waits on a started job: streams its output, stops it at the first
+                     failure, names the root cause (:func:`attach`, :func:`job_root_cause`, :func:`failure_message`);
+- :mod:`.lines`      the text of node output (``rank-N |`` prefixes, the launcher's failure line);
+- :mod:`.jobs`       ``ps`` / ``logs`` / ``down --all`` by label;
+- :mod:`.common`     labels and helpers the others share.
+"""
+
+from __future__ import annotations
+
+from ddpctl.local.executor.attach import (
+    NodeFailure,
+    Outcome,
+    OutputClosed,
+    attach,
+    failure_message,
+    job_root_cause,
+    node_failure,
+    root_cause,
+)
+from ddpctl.local.executor.common import MANAGED, Say, job_label
+from ddpctl.local.executor.create import Job, create, remove_job, rollback, start, up
+from ddpctl.local.executor.jobs import (
+    NodeRow,
+    all_jobs,
+    follow_logs,
+    format_age,
+    job_nodes,
+    list_nodes,
+    merged_logs,
+    wait_for_line,
+)
+from ddpctl.local.executor.lines import (
+    COLORS,
+    LAUNCH_FAILURE,
+    LAUNCHER,
+    PEER_GRACE_S,
+    RANK_LINE,
+    RESET,
+    format_line,
+    label,
+    label_width,
+    node_ranks,
+    parse_launch_failure,
+    prefix,
+    silent_ranks_line,
+    split_rank,
+)
+from ddpctl.local.executor.preflight import host_cpus, port_free, preflight, secret_values
+
+__all__ = [
+    "COLORS", "LAUNCHER", "LAUNCH_FAILURE", "MANAGED", "PEER_GRACE_S", "RANK_LINE", "RESET", "Job", "NodeFailure",
+    "NodeRow", "Outcome", "OutputClosed", "Say", "all_jobs", "attach", "create", "failure_message",
+    "follow_logs", "format_age", "format_line", "host_cpus", "job_label", "job_nodes", "job_root_cause",
+    "label", "label_width", "list_nodes", "merged_logs", "node_failure", "node_ranks", "parse_launch_failure",
+    "port_free", "prefix", "preflight", "remove_job", "rollback", "root_cause", "secret_values",
+    "silent_ranks_line", "split_rank", "start", "up", "wait_for_line",
+]

@@ -1,0 +1,109 @@
+"""Find jobs by label: ``ps`` rows, ``logs`` (merged or followed), the list of jobs for ``down --all``."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from ddpctl.errors import UsageError
+from ddpctl.launch import LABEL_JOB, LABEL_NODE_RANK
+from ddpctl.local.engine import ContainerInfo, Engine
+from ddpctl.local.executor.common import MANAGED, _split_lines, job_label
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    job: str
+    rank: int
+    name: str
+    state: str
+    exit_code: int | None
+    created: float
+
+
+def list_nodes(engine: Engine, job: str | None = None) -> list[NodeRow]:
+    rows = []
+    for c in engine.containers(label=job_label(job) if job else MANAGED):
+        if LABEL_JOB not in c.labels:
+            continue
+        rank = int(c.labels.get(LABEL_NODE_RANK, "-1")) if c.labels.get(LABEL_NODE_RANK, "").isdigit() else -1
+        rows.append(NodeRow(c.labels[LABEL_JOB], rank, c.name, c.state, c.exit_code, c.created))
+    return sorted(rows, key=lambda r: (r.job, r.rank))
+
+
+def format_age(seconds: float) -> str:
+    s = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def job_nodes(engine: Engine, job: str, node: int | None = None) -> dict[int, ContainerInfo]:
+    found = {}
+    for c in engine.containers(label=job_label(job)):
+        r = c.labels.get(LABEL_NODE_RANK, "")
+        if r.isdigit() and (node is None or int(r) == node):
+            found[int(r)] = c
+    if not found:
+        what = f"node {node} of job {job}" if node is not None else f"job {job}"
+        raise UsageError(f"no containers for {what}", "list jobs with 'ddpctl ps'")
+    return found
+
+
+def merged_logs(engine: Engine, job: str, *, node: int | None = None, tail: int | None = None,
+                since: float | None = None) -> list[tuple[int, str]]:
+    """Every node's log lines, merged in time order."""
+    entries: list[tuple[str, int, str]] = []
+    for rank, c in job_nodes(engine, job, node).items():
+        for line in _split_lines(engine.logs(c.id, tail=tail, since=since, timestamps=True)):
+            stamp, _, text = line.partition(" ")
+            entries.append((stamp, rank, text))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return [(rank, text) for _, rank, text in entries]
+
+
+def follow_logs(engine: Engine, job: str, *, node: int | None = None, tail: int | None = None,
+                since: float | None = None) -> Iterator[tuple[int, str]]:
+    nodes = job_nodes(engine, job, node)
+    q: queue.Queue = queue.Queue()
+
+    def pump(rank: int, cid: str) -> None:
+        try:
+            for line in _split_lines(engine.logs(cid, follow=True, tail=tail, since=since)):
+                q.put((rank, line))
+        finally:
+            q.put((rank, None))
+
+    for rank, c in nodes.items():
+        threading.Thread(target=pump, args=(rank, c.id), daemon=True).start()
+    open_streams = len(nodes)
+    while open_streams:
+        try:
+            rank, line = q.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if line is None:
+            open_streams -= 1
+            continue
+        yield rank, line
+
+
+def all_jobs(engine: Engine) -> list[str]:
+    jobs = {c.labels.get(LABEL_JOB) for c in engine.containers(label=MANAGED)}
+    jobs |= {n.labels.get(LABEL_JOB) for n in engine.networks(label=MANAGED)}
+    return sorted(j for j in jobs if j)
+
+
+def wait_for_line(engine: Engine, cid: str, needle: str, timeout: float) -> bool:
+    """Used by benchmarks: block until ``needle`` shows in a container's output."""
+    deadline = time.monotonic() + timeout
+    for line in _split_lines(engine.logs(cid, follow=True)):
+        if needle in line:
+            return True
+        if time.monotonic() > deadline:
+            return False
+    return False

@@ -1,0 +1,89 @@
+"""The text of a node's output: ``rank-N | ...`` lines, the launcher's root-cause line, the prefixes.
+
+ddp-train-launch (ddp_train.launcher) writes each worker line as "rank-<global rank> | <text>" and ends a
+failure with one line naming the root-cause rank. Kept in step with ddp_train.launcher by a unit test
+(ddpctl never imports ddp_train: the image's launcher and this parser meet only in the text).
+"""
+
+from __future__ import annotations
+
+import re
+
+COLORS = ["\x1b[36m", "\x1b[33m", "\x1b[35m", "\x1b[32m", "\x1b[34m", "\x1b[31m"]
+RESET = "\x1b[0m"
+
+RANK_LINE = re.compile(r"^rank-(\d+) \| ")
+LAUNCH_FAILURE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
+PEER_GRACE_S = 5.0  # after a node that lost a peer exits, how long the others may take to report before a stop
+LAUNCHER = "ddp-train-launch"  # plain torchrun (a job started by an older ddpctl) does not prefix ranks
+
+
+def split_rank(line: str) -> tuple[int | None, str]:
+    """``rank-3 | text`` -> (3, "text"); a line not from a worker (the launcher's own) -> (None, line)."""
+    m = RANK_LINE.match(line)
+    if m:
+        return int(m.group(1)), line[m.end():]
+    return None, line
+
+
+def label(node: int, rank: int | None) -> str:
+    return f"node-{node}" if rank is None else f"node-{node} rank-{rank}"
+
+
+def prefix(node: int, width: int, color: bool, rank: int | None = None) -> str:
+    """``node-1 rank-3 | `` (worker lines) or ``node-1 | `` (the node's launcher), padded to ``width``."""
+    text = label(node, rank).ljust(width) + " | "
+    return f"{COLORS[node % len(COLORS)]}{text}{RESET}" if color else text
+
+
+def format_line(node: int, line: str, width: int, color: bool) -> str:
+    rank, text = split_rank(line)
+    return prefix(node, width, color, rank) + text
+
+
+def label_width(nodes: int, world_size: int) -> int:
+    return len(label(max(nodes - 1, 0), max(world_size - 1, 0)))
+
+
+def node_ranks(command: tuple[str, ...] | list[str]) -> range | None:
+    """The global ranks a node runs, from its launcher's static-rendezvous flags (None if unknown)."""
+    if not command or command[0].rsplit("/", 1)[-1] != LAUNCHER:
+        return None
+    flags: dict[str, str] = {}
+    args = list(command[1:])
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--no-python":
+        key, eq, value = args[i].partition("=")
+        if not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            value = args[i + 1]
+            i += 1
+        flags[key.replace("_", "-")] = value
+        i += 1
+    try:
+        nproc, node = int(flags["--nproc-per-node"]), int(flags["--node-rank"])
+    except (KeyError, ValueError):
+        return None
+    return range(node * nproc, (node + 1) * nproc)
+
+
+def silent_ranks_line(node: int, expected: range | None, seen: set[int], *, window: bool = False) -> str | None:
+    """One line naming the ranks of ``node`` that printed nothing, or None when every rank printed."""
+    if expected is None:
+        return None
+    quiet = [r for r in expected if r not in seen]
+    if not quiet:
+        return None
+    names = ", ".join(f"rank-{r}" for r in quiet)
+    where = " in the lines selected" if window else ""
+    if len(quiet) == len(expected):
+        return f"node-{node}: its rank(s) {names} printed nothing{where}"
+    return f"node-{node}: {names} printed nothing{where}"
+
+
+def parse_launch_failure(lines: list[str]) -> tuple[int, int, str, str] | None:
+    """(rank, exit code, notes, last error line) from the launcher's root-cause line, the last one wins."""
+    for line in reversed(lines):
+        m = LAUNCH_FAILURE.match(line)
+        if m:
+            return int(m.group(1)), int(m.group(2)), m.group(3) or "", m.group(4) or ""
+    return None

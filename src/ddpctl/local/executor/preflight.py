@@ -1,0 +1,108 @@
+"""Preflight: everything that would make ``up`` fail is found before anything is created.
+
+Engine reachable, GPUs, image present, name clashes, bind sources, the host port; and the secret values read
+from the caller's environment. Raises one-line usage/engine errors; creates nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from typing import Callable, Mapping
+
+from ddpctl.errors import EngineError, UsageError
+from ddpctl.launch import LABEL_JOB
+from ddpctl.local.engine import ContainerInfo, Engine
+from ddpctl.local.executor.common import job_label
+from ddpctl.local.plan import LocalPlan
+
+
+def port_free(port: int) -> bool:
+    """Can a process on this host listen on ``port`` (host networking)?"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
+              port_check: Callable[[int], bool] = port_free) -> list[ContainerInfo]:
+    """Raise on anything that would make ``up`` fail; return a finished earlier run to replace."""
+    engine.ping()
+    if plan.wants_gpus:
+        need = plan.gpus_total
+        per = plan.containers[0].gpus
+        ids = sorted({int(i) for c in plan.containers for i in c.gpus.device_ids if i.isdigit()})
+        if need > host_gpus or (ids and ids[-1] >= host_gpus):
+            what = f"GPU ids {','.join(map(str, ids))}" if per.device_ids else f"{need} GPU(s)"
+            raise UsageError(f"job {plan.job} asks for {what} but this host has {host_gpus} GPU(s)",
+                             "lower --gpus-per-node / --nodes, or use --gpus-per-node 0 for a CPU run")
+        if not engine.has_nvidia_runtime(plan.image):
+            raise EngineError("the Docker Engine has no NVIDIA runtime, so containers cannot get GPUs",
+                              "install nvidia-container-toolkit and restart dockerd")
+    if not engine.image_exists(plan.image):
+        raise UsageError(f"image {plan.image} is not present on this Docker Engine",
+                         "build it with 'make image-cpu' (CPU) / 'make image' (CUDA), or pass --image")
+    existing = engine.containers(label=job_label(plan.job))
+    running = [c for c in existing if c.running]
+    if running:
+        raise UsageError(f"job {plan.job} is already running ({len(running)} container(s))",
+                         f"stop it with 'ddpctl down {plan.job}' or choose another --name")
+    mine = {c.id for c in existing}
+    for c in plan.containers:
+        for other in engine.containers(name=c.name):
+            if other.id not in mine:
+                raise UsageError(f"a container named {c.name} already exists and is not part of job {plan.job}",
+                                 f"remove it ('docker rm -f {c.name}') or choose another --name")
+    if plan.network:
+        for net in engine.networks(name=plan.network):
+            if net.labels.get(LABEL_JOB) != plan.job:
+                raise UsageError(f"a network named {plan.network} already exists and is not job {plan.job}'s",
+                                 f"remove it ('docker network rm {plan.network}') or choose another --name")
+    if _engine_is_local():
+        for m in plan.containers[0].mounts if plan.containers else ():
+            if m.bind and not os.path.exists(m.source):
+                raise UsageError(f"bind-mount source {m.source} (for {m.target}) does not exist on this host",
+                                 "create it or fix the path given to --volume / --workdir")
+    if plan.host_network and not port_check(plan.port):
+        raise UsageError(f"port {plan.port} is already in use on this host (host networking)",
+                         "pick a free one with --port, or stop what listens on it")
+    return existing
+
+
+def host_cpus(engine: Engine | None = None) -> int:
+    """CPUs of the host the containers run on (sets each process's OMP_NUM_THREADS, see ddpctl.launch).
+
+    A local engine (unix socket) shares this machine's CPUs; a remote one is asked (``docker info`` NCPU).
+    """
+    if engine is not None and not _engine_is_local():
+        try:
+            client = getattr(engine, "client", None)  # DockerEngine; other engines cannot say
+            ncpu = int(client.info().get("NCPU") or 0) if client is not None else 0
+            if ncpu > 0:
+                return ncpu
+        except Exception:  # noqa: BLE001 - an engine that cannot say: assume this machine's count
+            pass
+    return os.cpu_count() or 1
+
+
+def _engine_is_local() -> bool:
+    """Bind sources can be checked only when the engine runs on this machine (a unix socket)."""
+    host = os.environ.get("DOCKER_HOST", "")
+    return not host or host.startswith("unix://")
+
+
+def secret_values(plan: LocalPlan, environ: Mapping[str, str]) -> dict[str, str]:
+    """The values of the plan's secret references, from ``environ`` (the caller's environment, read now)."""
+    missing = [n for n in plan.secret_names if n not in environ]
+    if missing:
+        names = ", ".join(missing)
+        raise UsageError(f"secret env {names} is not set in this environment (--secret-env takes the value from "
+                         "the environment of ddpctl up)", f"export {missing[0]}=... and run 'ddpctl up' again")
+    return {n: environ[n] for n in plan.secret_names}
+
