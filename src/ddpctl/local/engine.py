@@ -25,6 +25,7 @@ class ContainerInfo:
     created: float = 0.0  # epoch seconds
     oom_killed: bool = False
     command: tuple[str, ...] = ()  # the container's argv (entrypoint + cmd)
+    host: str = ""  # the Docker host it runs on, as the user named it (several hosts only)
 
     @property
     def running(self) -> bool:
@@ -84,6 +85,10 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def remove_container(self, cid: str) -> None: ...
 
+    def pull_image(self, ref: str) -> None:
+        """Pull ``ref`` from its registry (an engine that cannot pull says so)."""
+        raise EngineError(f"this engine cannot pull {ref}", "load the image onto it with 'docker load'")
+
 
 def _epoch(text: str | int | float | None) -> float:
     if isinstance(text, (int, float)):
@@ -101,15 +106,19 @@ def _epoch(text: str | int | float | None) -> float:
 class DockerEngine(Engine):
     """Adapter over docker-py (the low-level ``APIClient`` where it streams)."""
 
-    def __init__(self, client=None) -> None:
+    def __init__(self, client=None, connect=None) -> None:
         self._client = client
+        self._connect = connect  # () -> client; default: DOCKER_HOST's engine (ddpctl.dockerclient)
 
     @property
     def client(self):
         if self._client is None:
-            from ddpctl.dockerclient import docker_client
+            if self._connect is None:
+                from ddpctl.dockerclient import docker_client
 
-            self._client = docker_client()
+                self._client = docker_client()
+            else:
+                self._client = self._connect()
         return self._client
 
     @property
@@ -165,6 +174,12 @@ class DockerEngine(Engine):
                     container.remove(force=True)
                 except errors.APIError:
                     pass
+
+    def pull_image(self, ref: str) -> None:
+        from docker.utils import parse_repository_tag
+
+        repo, tag = parse_repository_tag(ref)  # "repo:tag", "repo@sha256:..." or "repo" (latest)
+        self.client.images.pull(repo, tag=tag or "latest")
 
     def create_network(self, name: str, labels: dict[str, str]) -> str:
         net = self.client.networks.create(name, driver="bridge", labels=labels, check_duplicate=True)

@@ -30,7 +30,7 @@ class Mount:
 class ContainerPlan:
     rank: int
     name: str
-    hostname: str
+    hostname: str | None  # None with host networking: the host's own name (gloo binds to its address)
     image: str
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
@@ -113,7 +113,8 @@ def is_root(user: str | None) -> bool:
 
 def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
                host_cpus: float | None = None) -> LocalPlan:
-    """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths;
+    """The containers of ``spec`` on this host (with ``docker_hosts``: node *i* on Docker host *i*, host
+    networking). ``cwd`` resolves relative volume and workdir paths;
     ``host_cpus`` (the engine host's CPUs) sets each process's ``OMP_NUM_THREADS`` (:func:`launch.thread_env`).
 
     ``default_user`` (``ddpctl up`` passes the caller's ``uid:gid``) is the containers' user when they
@@ -121,10 +122,11 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
     they write there belong to the caller. Without a bind mount the image's user (root) stays: nothing the
     job writes reaches the host, and the image's own directories (``/workspace``) are root's.
     """
-    if spec.multi_host:
+    if spec.multi_host and not spec.docker_hosts:
         raise UnsupportedFeature(
-            "ddpctl up", "hosts", "it starts every node on this one host",
-            "render one compose file per host with 'ddpctl render compose --hosts ...' and run each there")
+            "ddpctl up", "hosts without docker_hosts", "it would start every node on this one host",
+            "name each node's Docker host with --docker-hosts URL,URL (or render one compose file per host with "
+            "'ddpctl render compose --hosts ...' and run each there)")
     host_network = spec.network == "host"
     network = None if host_network else launch.network_name(spec)
     mounts = [_mount(v.host_source, v.target, v.read_only, cwd) for v in spec.volumes]
@@ -142,7 +144,7 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
         if not is_root(user) and "HOME" not in node.env_dict:
             env = env + (("HOME", NON_ROOT_HOME),)
         containers.append(ContainerPlan(
-            rank=node.rank, name=node.name, hostname=node.name, image=spec.resolved_image,
+            rank=node.rank, name=node.name, hostname=None if host_network else node.name, image=spec.resolved_image,
             argv=node.argv, env=env, user=user, labels=node.labels, gpus=node.gpus, network=network,
             ipc_mode="host" if spec.ipc == "host" else None,
             shm_size=spec.shm_size if spec.ipc != "host" else None,
@@ -167,15 +169,16 @@ def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None
     env: dict[str, str] = dict(c.env)
     for name in c.secret_env:
         env[name] = secrets[name] if secrets is not None else FROM_ENV
-    req: dict[str, Any] = {
-        "name": c.name,
-        "hostname": c.hostname,
+    req: dict[str, Any] = {"name": c.name}
+    if c.hostname:
+        req["hostname"] = c.hostname
+    req.update({
         "image": c.image,
         "command": list(c.argv),
         "environment": env,
         "labels": dict(c.labels),
         "ulimits": [{"name": n, "soft": s, "hard": h} for n, s, h in c.ulimits],
-    }
+    })
     if c.network:
         req["network"] = c.network
     else:

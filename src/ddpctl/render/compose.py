@@ -22,8 +22,13 @@ from ddpctl.spec import JobSpec, format_size
 
 TARGET = "compose"
 
-# Compose honours every core spec feature; the kubernetes/slurm sections do not apply to it.
-UNSUPPORTED: tuple[Unsupported, ...] = ()
+# Compose honours every core spec feature but docker_hosts; the kubernetes/slurm sections do not apply to it.
+UNSUPPORTED: tuple[Unsupported, ...] = (
+    Unsupported("docker_hosts", lambda s: bool(s.docker_hosts),
+                "it says where 'ddpctl up' starts each node; a compose file runs wherever docker-compose points",
+                "drop docker_hosts (keep hosts) and run each file on its host: "
+                "DOCKER_HOST=URL docker-compose -f compose.node-<i>.yaml up"),
+)
 
 
 def _root_user(user: str) -> bool:

@@ -26,6 +26,8 @@ TARGET = "slurm"
 UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
                 "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
+    Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Slurm starts the job on the nodes it allocates",
+                "drop docker_hosts (hosts become --nodelist)"),
     Unsupported("shm_size", lambda s: s.shm_size is not None, "Slurm jobs use the node's own /dev/shm",
                 "drop shm_size"),
     Unsupported("memlock", lambda s: s.memlock, "ulimits come from the cluster's configuration",

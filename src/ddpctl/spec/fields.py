@@ -131,7 +131,14 @@ _TABLE: list[Field] = [
           Flag(("--network",), str, "bridge (one host, private network) | host (multi-host).")),
     Field("hosts", lambda ck, p, v: ck.str_list(p, v, c.HOST_RE, "a host name or IP address"),
           Flag(("--hosts",), str, "Comma-separated host addresses, one per node, master first (multi-host).",
-               commands=("compose", "pytorchjob", "trainjob", "slurm"))),
+               commands=("up", "compose", "pytorchjob", "trainjob", "slurm"))),
+    Field("docker_hosts", lambda ck, p, v: ck.str_list(p, v, c.DOCKER_HOST_RE,
+                                                       "a Docker host URL (unix://, tcp://, ssh://) or context name"),
+          Flag(("--docker-hosts",), str,
+               "Comma-separated Docker hosts, one per node, node 0 first: unix:///PATH, tcp://HOST[:PORT] (TLS "
+               "from DOCKER_TLS_VERIFY/DOCKER_CERT_PATH), ssh://[USER@]HOST or docker context names; host "
+               "networking, node 0's address the master (--hosts, else the URL's host). Default: "
+               "$DDPCTL_DOCKER_HOSTS.", commands=("up",))),
     Field("max_restarts", _int(0, 100), Flag(("--max-restarts",), int, "torchrun restarts before failing.")),
     Field("device_ids", lambda ck, p, v: tuple(ck.rule(p, rules.device_id, x) for x in ck.str_list(p, v)),
           Flag(("--device-ids",), str, "Comma-separated host GPU ids to split across nodes.")),

@@ -15,6 +15,8 @@ The parts (callers use the names re-exported here):
 - :mod:`.attach`     the one place that waits on a started job: streams its output, stops it at the first
                      failure, names the root cause (:func:`attach`, :func:`job_root_cause`, :func:`failure_message`);
 - :mod:`.lines`      the text of node output (``rank-N |`` prefixes, the launcher's failure line);
+- :mod:`.hosts`      a job on several Docker hosts: preflight on each (the image pulled where missing), then
+                     the same create/start through a :class:`~ddpctl.local.hostsengine.HostsEngine`;
 - :mod:`.jobs`       ``ps`` / ``logs`` / ``down --all`` by label;
 - :mod:`.common`     labels and helpers the others share.
 """
@@ -33,6 +35,7 @@ from ddpctl.local.executor.attach import (
 )
 from ddpctl.local.executor.common import MANAGED, Say, job_label
 from ddpctl.local.executor.create import Job, create, remove_job, rollback, start, up
+from ddpctl.local.executor.hosts import ensure_image, preflight_hosts, up_hosts
 from ddpctl.local.executor.jobs import (
     NodeRow,
     all_jobs,
@@ -67,5 +70,5 @@ __all__ = [
     "follow_logs", "format_age", "format_line", "host_cpus", "job_label", "job_nodes", "job_root_cause",
     "label", "label_width", "list_nodes", "merged_logs", "node_failure", "node_ranks", "parse_launch_failure",
     "port_free", "prefix", "preflight", "remove_job", "rollback", "root_cause", "secret_values",
-    "silent_ranks_line", "split_rank", "start", "up", "wait_for_line",
+    "silent_ranks_line", "split_rank", "start", "up", "wait_for_line", "ensure_image", "preflight_hosts", "up_hosts",
 ]

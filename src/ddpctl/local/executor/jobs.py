@@ -22,6 +22,7 @@ class NodeRow:
     state: str
     exit_code: int | None
     created: float
+    host: str = ""  # the Docker host, when the engine spans several
 
 
 def list_nodes(engine: Engine, job: str | None = None) -> list[NodeRow]:
@@ -30,8 +31,8 @@ def list_nodes(engine: Engine, job: str | None = None) -> list[NodeRow]:
         if LABEL_JOB not in c.labels:
             continue
         rank = int(c.labels.get(LABEL_NODE_RANK, "-1")) if c.labels.get(LABEL_NODE_RANK, "").isdigit() else -1
-        rows.append(NodeRow(c.labels[LABEL_JOB], rank, c.name, c.state, c.exit_code, c.created))
-    return sorted(rows, key=lambda r: (r.job, r.rank))
+        rows.append(NodeRow(c.labels[LABEL_JOB], rank, c.name, c.state, c.exit_code, c.created, c.host))
+    return sorted(rows, key=lambda r: (r.job, r.rank, r.host))
 
 
 def format_age(seconds: float) -> str:
