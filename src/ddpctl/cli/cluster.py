@@ -72,10 +72,7 @@ def up(**kw) -> None:
     if dry_run:
         import yaml
 
-        doc = plan.to_dict()
-        for c, host in zip(doc["containers"], spec.docker_hosts, strict=False):
-            c["docker_host"] = host
-        typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+        typer.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False), nl=False)
         return
 
     from ddpctl.host import gpu_count as host_gpu_count

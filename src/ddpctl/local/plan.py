@@ -14,8 +14,21 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ddpctl import launch
-from ddpctl.errors import UnsupportedFeature
 from ddpctl.spec import JobSpec, format_size
+from ddpctl.targets import Support, Unsupported
+
+# `ddpctl up` honours every core spec field; the kubernetes/slurm sections are other targets' options.
+SUPPORT = Support("ddpctl up", sections=("nccl",), honours=frozenset({
+    "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
+    "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "docker_hosts",
+    "master_addr", "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
+    "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
+}), unsupported=(
+    Unsupported("hosts without docker_hosts", lambda s: s.multi_host and not s.docker_hosts,
+                "it would start every node on this one host",
+                "name each node's Docker host with --docker-hosts URL,URL (or render one compose file per host with "
+                "'ddpctl render compose --hosts ...' and run each there)", fields=()),
+))
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,7 @@ class LocalPlan:
     port: int
     world_size: int
     host_network: bool
+    docker_hosts: tuple[str, ...] = ()  # node i's Docker host (as given), or () for DOCKER_HOST's engine
 
     @property
     def gpus_total(self) -> int:
@@ -70,13 +84,16 @@ class LocalPlan:
         return any(not c.gpus.none for c in self.containers)
 
     def to_dict(self) -> dict[str, Any]:
+        containers = [_masked(container_request(c)) for c in self.containers]
+        for c, host in zip(containers, self.docker_hosts, strict=False):
+            c["docker_host"] = host
         return {
             "job": self.job,
             "image": self.image,
             "world_size": self.world_size,
             "network": ({"name": self.network, "driver": "bridge", "labels": dict(self.network_labels)}
                         if self.network else "host"),
-            "containers": [_masked(container_request(c)) for c in self.containers],
+            "containers": containers,
         }
 
     @property
@@ -114,7 +131,7 @@ def is_root(user: str | None) -> bool:
 def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
                host_cpus: float | None = None) -> LocalPlan:
     """The containers of ``spec`` on this host (with ``docker_hosts``: node *i* on Docker host *i*, host
-    networking). ``cwd`` resolves relative volume and workdir paths;
+    networking; :class:`ddpctl.local.hostsengine.HostsEngine` places them). ``cwd`` resolves relative volume and workdir paths;
     ``host_cpus`` (the engine host's CPUs) sets each process's ``OMP_NUM_THREADS`` (:func:`launch.thread_env`).
 
     ``default_user`` (``ddpctl up`` passes the caller's ``uid:gid``) is the containers' user when they
@@ -122,11 +139,7 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
     they write there belong to the caller. Without a bind mount the image's user (root) stays: nothing the
     job writes reaches the host, and the image's own directories (``/workspace``) are root's.
     """
-    if spec.multi_host and not spec.docker_hosts:
-        raise UnsupportedFeature(
-            "ddpctl up", "hosts without docker_hosts", "it would start every node on this one host",
-            "name each node's Docker host with --docker-hosts URL,URL (or render one compose file per host with "
-            "'ddpctl render compose --hosts ...' and run each there)")
+    SUPPORT.check(spec)
     host_network = spec.network == "host"
     network = None if host_network else launch.network_name(spec)
     mounts = [_mount(v.host_source, v.target, v.read_only, cwd) for v in spec.volumes]
@@ -155,7 +168,8 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
         ))
     return LocalPlan(job=spec.name, image=spec.resolved_image, network=network,
                      network_labels=tuple(launch.labels(spec).items()), containers=tuple(containers),
-                     port=spec.port, world_size=spec.world_size, host_network=host_network)
+                     port=spec.port, world_size=spec.world_size, host_network=host_network,
+                     docker_hosts=spec.docker_hosts)
 
 
 def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
