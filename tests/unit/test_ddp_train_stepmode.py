@@ -2,7 +2,7 @@
 
 import pytest
 
-from ddp_train.config import COMPILE_MIN_STEPS, GRAPH_MIN_STEPS
+from ddp_train.config import GRAPH_MIN_STEPS
 from ddp_train.errors import EXIT_USAGE, TrainError
 from ddp_train.stepmode import DDP_WARMUP_ITERS, PLAIN_WARMUP_ITERS, plan_step
 
@@ -24,22 +24,12 @@ def test_auto_short_run_stays_eager_and_says_why():
     assert p.mode == "eager" and f"fewer than {GRAPH_MIN_STEPS}" in p.reason
 
 
-def test_compile_joins_the_graph_only_for_runs_that_repay_it():
-    short = plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS - 1})
-    assert short.mode == "graph" and short.compile is False
-    assert f"no torch.compile: {COMPILE_MIN_STEPS - 1} steps < {COMPILE_MIN_STEPS}" in short.reason
-    long = plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS})
-    assert long.mode == "graph" and long.compile is True
-    assert f"+ torch.compile: {COMPILE_MIN_STEPS} steps >= {COMPILE_MIN_STEPS}" in long.reason
-    assert long.describe().startswith("whole step in one CUDA graph + torch.compile")
-    # asked for: as asked, whatever the length
-    assert plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS, "compile": False}).compile is False
+def test_compile_only_when_asked():
+    assert plan_step(**{**GPU, "planned_steps": 10**6}).compile is False
+    assert "no torch.compile unless --compile" in plan_step(**GPU).reason
     assert plan_step(**{**GPU, "compile": True}).compile is True
+    assert plan_step(**{**GPU, "compile": True}).describe().startswith("whole step in one CUDA graph + torch.compile")
     assert plan_step(**{**GPU, "device_type": "cpu", "compile": True}).compile is True  # eager + compile, as before
-    # never on its own where the graph is not used, nor with DDP's reducer (it splits a compiled graph)
-    assert plan_step(**{**GPU, "planned_steps": 10**6, "device_type": "cpu"}).compile is False
-    ddp = plan_step(**{**GPU, "planned_steps": 10**6, "graph_reducer": "ddp"})
-    assert ddp.mode == "graph" and ddp.compile is False and "DDP's reducer" in ddp.reason
 
 
 def test_bf16_gradients_run_in_the_graph_with_the_flat_reducer_only():
