@@ -139,8 +139,8 @@ def test_two_gpus_graph_bf16_all_reduce_syncs_and_converges():
 def test_one_gpu_graph_with_compile_loss_curve_matches_eager(tmp_path):
     """torch.compile inside the captured step: the same loss curve as the eager run within bf16 noise (compiled
     kernels fuse and round differently, and neither run is --deterministic, hence a wider margin than graph
-    alone). Batch 256, the benchmarks' shapes, so a warm inductor cache serves it; lr 0.02 with a warm-up, so
-    neither run diverges early (at lr 0.1 both did, on 4x H100: losses 7-9 at step 8, curves chaotic)."""
+    alone). Batch 256, the benchmarks' shapes, so a warm inductor cache serves it; lr 0.02 with a warm-up, meant
+    to keep both runs from diverging early (at lr 0.1 both did, on 4x H100: losses 7-9 at step 8, curves chaotic)."""
     runs = {}
     for mode, extra in (("eager", ["--no-compile"]), ("graph", ["--compile"])):
         s = summary(ok(run(GRAPH[:-1] + ["--batch-size", "256", "--lr", "0.02", "--warmup-epochs", "0.5",
