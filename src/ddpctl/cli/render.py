@@ -17,6 +17,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from ddpctl.cli import specopts as so
+from ddpctl.cli import wsopts
 from ddpctl.cli.app import app
 
 render_app = typer.Typer(
@@ -40,18 +41,22 @@ _EXAMPLES = {
     "  ddpctl render compose -n 2 -g 2\n"
     "  ddpctl render compose -f examples/single-node-2gpu.yaml -o compose.yaml\n"
     "  ddpctl render compose -f examples/multi-host.yaml -o out/   (writes out/compose.node-<i>.yaml)\n"
-    "  ddpctl render compose -n 2 -- python train.py --epochs 3",
+    "  ddpctl render compose -n 2 -- python train.py --epochs 3\n"
+    "  ddpctl render compose --workdir . --push registry.example:5000/me/proj -- python train.py   (your code, built and pushed)",
     "pytorchjob": "Render a Kubeflow PyTorchJob (kubeflow.org/v1, Training Operator v1.9.4).\n\n\b\nExamples:\n"
     "  ddpctl render pytorchjob -f examples/2x8-gpu.yaml --namespace ml\n"
-    "  ddpctl render pytorchjob -n 4 -g 8 --gang --scheduler-name volcano -o job.yaml",
+    "  ddpctl render pytorchjob -n 4 -g 8 --gang --scheduler-name volcano -o job.yaml\n"
+    "  ddpctl render pytorchjob -n 2 --workdir . --push registry.example:5000/me/proj -- python train.py   (your code, built and pushed)",
     "trainjob": "Render a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1, pinned to v2.3.0).\n\n"
     "\b\nExamples:\n"
     "  ddpctl render trainjob -f examples/2x8-gpu.yaml\n"
-    "  ddpctl render trainjob -n 2 -g 8 --kueue-queue team-a -o trainjob.yaml",
+    "  ddpctl render trainjob -n 2 -g 8 --kueue-queue team-a -o trainjob.yaml\n"
+    "  ddpctl render trainjob -n 2 --workdir . --push registry.example:5000/me/proj -- python train.py   (your code, built and pushed)",
     "slurm": "Render an sbatch script: srun starts torchrun on every node, c10d rendezvous on the first host."
     "\n\n\b\nExamples:\n"
     "  ddpctl render slurm -f examples/2x8-gpu.yaml --partition gpu --time 02:00:00\n"
-    "  ddpctl render slurm -n 2 -g 8 --container pyxis -o job.sbatch -- python train.py",
+    "  ddpctl render slurm -n 2 -g 8 --container pyxis -o job.sbatch -- python train.py\n"
+    "  ddpctl render slurm -n 2 --container apptainer --workdir . --push registry.example:5000/me/proj -- python train.py   (your code, built and pushed)",
 }
 
 
@@ -106,12 +111,37 @@ def _warn_clear_secrets(target: str, spec: Any) -> None:
                   f"output; use --secret-env {ref} to keep it out of the file", file=sys.stderr)
 
 
+DryRun = Annotated[bool, typer.Option(
+    "--dry-run", help="With --push: print what would be built and pushed; build, push and render nothing.")]
 def _run(target: str, kw: dict[str, Any]) -> None:
     from ddpctl.render import render_files
 
     validate = kw.pop("validate", False)
     output: str | None = kw.pop("output")
+    dry_run = kw.pop("dry_run", False)
+    pip = wsopts.pip_options(kw)
     spec = so.spec_from_cli(target, kw)
+    if spec.workspace.repository:
+        from ddpctl.images import bake
+
+        # the target must take the spec before anything is built or pushed
+        repo = spec.workspace.repository.rsplit(":", 1)[0] if ":" in spec.workspace.repository.rsplit("/", 1)[-1] \
+            else spec.workspace.repository
+        bake.source_dir(spec)
+        render_files(target, bake.with_image(spec, f"{repo}@{bake.PLACEHOLDER_DIGEST}"))
+        if dry_run:
+            sys.stdout.write(bake.plan_text(spec, target, push=True))
+            return
+        if output == "":
+            from ddpctl.errors import UsageError
+
+            raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
+        spec = bake.bake(spec, push=True, pip=pip)
+    elif dry_run:
+        from ddpctl.errors import UsageError
+
+        raise UsageError("--dry-run applies to --push (what would be built and pushed)",
+                         "add --push REGISTRY/NAME, or drop --dry-run")
     files = render_files(target, spec)
     _warn_clear_secrets(target, spec)
     if validate:
@@ -135,7 +165,9 @@ def _run(target: str, kw: dict[str, Any]) -> None:
 
 def _make_command(target: str) -> Callable[..., None]:
     """The options: the spec flags and the target's own options (the spec's field table), then -o, --validate."""
-    own = [inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None)]
+    own = [inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None),
+           inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=DryRun, default=False),
+           *wsopts.workspace_params()]
     if target != "slurm":  # no schema for an sbatch script
         own.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, annotation=ValidateFlag,
                                      default=False))

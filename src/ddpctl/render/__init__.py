@@ -29,9 +29,22 @@ class Unsupported:
     fix: str
 
 
+def _workspace_not_built(spec: JobSpec) -> bool:
+    return bool(spec.workspace.repository) and not spec.baked
+
+
+# Every target: a spec that asks for its code baked into an image must reach the renderer with that image built,
+# pushed and pinned by digest (``ddpctl render ... --push`` does it); a pure renderer cannot build.
+WORKSPACE_NOT_BUILT = Unsupported(
+    "workspace (code to bake into an image)", _workspace_not_built,
+    "the image with the code must be built and pushed before the manifest can name it",
+    "render through 'ddpctl render TARGET --workdir DIR --push REGISTRY/NAME', which builds, pushes and pins it "
+    "by digest")
+
+
 def check_supported(target: str, spec: JobSpec, rules: tuple[Unsupported, ...]) -> None:
     """Raise :class:`UnsupportedFeature` for the first rule the spec trips (before rendering)."""
-    for rule in rules:
+    for rule in (WORKSPACE_NOT_BUILT, *rules):
         if rule.applies(spec):
             raise UnsupportedFeature(target, rule.feature, rule.reason, rule.fix)
 

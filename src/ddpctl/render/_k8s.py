@@ -23,7 +23,8 @@ COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
                 "drop device_ids; gpus_per_node is the request"),
     Unsupported("workdir", lambda s: s.workdir is not None,
                 "a directory on this machine cannot be mounted into a cluster pod",
-                "bake the code into the image, or mount it with an absolute volume path on the nodes"),
+                "bake the code into an image with --push REGISTRY/NAME (ddpctl builds, pushes and pins it), or "
+                "mount it with an absolute volume path on the nodes"),
     Unsupported("secret_env without a Kubernetes Secret", lambda s: any(e.secret is None for e in s.secret_env),
                 "the pods read the value from a Secret in the job's namespace",
                 "name it: --secret-env NAME=SECRET[:KEY] (secret_env: {NAME: SECRET:KEY} in the file)"),
@@ -128,3 +129,8 @@ def metadata(spec: JobSpec) -> dict[str, Any]:
         meta["namespace"] = spec.kubernetes.namespace
     meta["labels"] = job_labels(spec)
     return meta
+
+
+def working_dir(spec: JobSpec) -> dict[str, Any]:
+    """``workingDir: /workspace`` when the code is baked into the image (it is the image's WORKDIR too)."""
+    return {"workingDir": launch.CONTAINER_WORKDIR} if spec.baked else {}

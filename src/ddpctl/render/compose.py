@@ -54,7 +54,7 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
     svc["labels"] = dict(node.labels)
     if spec.user:
         svc["user"] = spec.user
-    if spec.workdir:
+    if spec.workdir or spec.baked:
         svc["working_dir"] = launch.CONTAINER_WORKDIR
     volumes = [v.host_str() for v in spec.volumes]  # absolute when load_spec resolved them (same as `up`)
     if spec.workdir:

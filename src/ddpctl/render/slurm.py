@@ -34,6 +34,9 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "hosts become --nodelist, which takes Slurm node names", "list the Slurm node names as hosts"),
     Unsupported("user", lambda s: s.user is not None, "Slurm jobs run as the user who submits them",
                 "drop user and submit the job as that user"),
+    Unsupported("a workspace image without a container", lambda s: s.baked and s.slurm.container == "none",
+                "the code is in the image, which only a container runtime runs",
+                "add --container pyxis or --container apptainer"),
     Unsupported("volumes without a container", lambda s: bool(s.volumes) and s.slurm.container == "none",
                 "without a container the job sees the nodes' file systems directly",
                 "drop volumes, or use --container pyxis|apptainer"),
@@ -61,6 +64,15 @@ def _mem_mib(nbytes: int) -> str:
     return f"{math.ceil(nbytes / 1024**2)}M"
 
 
+def pyxis_image(ref: str) -> str:
+    """A Docker reference in enroot's syntax, which pyxis passes on: ``REGISTRY#PATH[:TAG|@DIGEST]`` (enroot reads
+    a first component before '/' as part of the path on Docker Hub, never as a registry host)."""
+    first, _, rest = ref.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return ref
+
+
 def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
     """(srun options, words before torchrun) for the chosen container runtime."""
     s = spec.slurm
@@ -68,10 +80,10 @@ def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
     if spec.workdir:
         mounts.append(f"{spec.resolved_workdir}:{launch.CONTAINER_WORKDIR}")
     if s.container == "pyxis":
-        opts = [f"--container-image={s.container_image or spec.resolved_image}"]
+        opts = [f"--container-image={s.container_image or pyxis_image(spec.resolved_image)}"]
         if mounts:
             opts.append(f"--container-mounts={','.join(mounts)}")
-        if spec.workdir:
+        if spec.workdir or spec.baked:
             opts.append(f"--container-workdir={launch.CONTAINER_WORKDIR}")
         return opts, []
     if s.container == "apptainer":
@@ -80,7 +92,7 @@ def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
             words.append("--nv")
         for m in mounts:
             words += ["--bind", m]
-        if spec.workdir:
+        if spec.workdir or spec.baked:
             words += ["--pwd", launch.CONTAINER_WORKDIR]
         words.append(s.container_image or f"docker://{spec.resolved_image}")
         return [], words

@@ -198,6 +198,17 @@ _TABLE: list[Field] = [
           Flag(("--container-image",), str, "Image for pyxis/apptainer (default: the job image).",
                commands=("slurm",))),
     Field("slurm.output", _string()),
+    # ---- workspace: (your code in an image: render --push, up --bake)
+    Field("workspace", _section("workspace"), dump=_dump_section),
+    Field("workspace.dir", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v), what="workspace dir")),
+    Field("workspace.requirements", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v),
+                                                             what="requirements file"),
+          Flag(("--requirements",), str, "pip requirements of the --workdir code, installed into the workspace "
+               "image (default: DIR/requirements.txt when it exists).")),
+    Field("workspace.repository", lambda ck, p, v: ck.rule(p, rules.image_ref, ck.string(p, v)),
+          Flag(("--push",), str, "Build the --workdir code into an image on the job image, push it to this "
+               "repository (REGISTRY/NAME) and render with it pinned by digest.", param="push",
+               commands=("compose", "pytorchjob", "trainjob", "slurm"))),
 ]
 
 FIELDS: dict[str, Field] = {f.key: f for f in _TABLE}
