@@ -93,7 +93,7 @@ ALL = {"compose": COMPOSE, "pytorchjob": PYTORCHJOB, "trainjob": TRAINJOB, "slur
 # image pinned by digest, no host directory mounted, the code's directory /workspace the working directory.
 WORKSPACE = {"name": "ws", "nodes": 2, "image": "registry.example:5000/team/proj@sha256:" + "ab" * 32,
              "command": ["python", "train.py", "--epochs", "3"],
-             "workspace": {"dir": "/home/u/proj", "repository": "registry.example:5000/team/proj"}}
+             "workspace": {"repository": "registry.example:5000/team/proj"}}
 COMPOSE["workspace"] = WORKSPACE
 PYTORCHJOB["workspace"] = WORKSPACE
 TRAINJOB["workspace"] = WORKSPACE

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ddpctl.errors import UsageError
 from ddpctl.images import workspace as ws
-from ddpctl.spec import JobSpec
+from ddpctl.spec import JobSpec, WorkspaceOptions
 
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64  # only for the support check before the build, never rendered
 
@@ -45,8 +45,21 @@ def check_command(spec: JobSpec, source: ws.Workspace) -> None:
 
 
 def with_image(spec: JobSpec, image: str) -> JobSpec:
-    """``spec`` running ``image`` (the code inside it) instead of mounting the host directory."""
-    return dataclasses.replace(spec, image=image, workdir=None, workdir_host=None)
+    """``spec`` running ``image`` (the code inside it) instead of mounting the host directory. What the renderers
+    get: the build inputs (``workspace.dir``, ``.requirements``) are gone, ``workspace.repository`` stays only
+    with an image pinned by digest (``JobSpec.baked``: the code's directory /workspace is the working directory)."""
+    pinned = "@sha256:" in image
+    workspace = WorkspaceOptions(repository=spec.workspace.repository if pinned else None)
+    return dataclasses.replace(spec, image=image, workdir=None, workdir_host=None, workspace=workspace)
+
+
+def check_target(target: str, spec: JobSpec) -> None:
+    """Refuse, before any build, a spec the target cannot render once the image is pinned."""
+    from ddpctl.render import render_files
+
+    source_dir(spec)
+    repo, _ = ws.split_ref(spec.workspace.repository or "")
+    render_files(target, with_image(spec, f"{repo}@{PLACEHOLDER_DIGEST}"))
 
 
 def repository(spec: JobSpec, source: ws.Workspace) -> tuple[str, str | None]:
@@ -96,6 +109,4 @@ def bake(spec: JobSpec, *, push: bool, pip: ws.PipOptions | None = None) -> JobS
         return with_image(spec, built.tag)
     from ddpctl.images.push import push_image
 
-    pinned = push_image(built.tag)
-    return dataclasses.replace(with_image(spec, pinned),
-                               workspace=dataclasses.replace(spec.workspace, dir=str(source.root)))
+    return with_image(spec, push_image(built.tag))
