@@ -66,9 +66,8 @@ def up(**kw) -> None:
 
       ddpctl up -n 2 --docker-hosts ssh://me@gpu1,ssh://me@gpu2 -d
     """
-    from ddpctl.local.plan import plan_local
-
     from ddpctl.cli import dockerhosts as dh
+    from ddpctl.local.plan import plan_local
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
     pip = wsopts.pip_options(kw)
