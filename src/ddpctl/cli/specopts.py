@@ -53,8 +53,10 @@ Network = Annotated[Optional[str], typer.Option(
 Hosts = Annotated[Optional[str], typer.Option(
     "--hosts", help="Comma-separated host addresses, one per node, master first (multi-host).",
     rich_help_panel=SPEC_PANEL, show_default=False)]
-MaxRestarts = Annotated[Optional[int], typer.Option("--max-restarts", help="torchrun restarts before failing.",
-                                                    rich_help_panel=SPEC_PANEL, show_default=False)]
+MaxRestarts = Annotated[Optional[int], typer.Option(
+    "--max-restarts", help="Restarts after a node fails with a retryable exit code (>= 128: killed, OOM, lost "
+    "peer) before the job fails; 0 (default): fail at once. up: the whole job restarts and resumes from its last "
+    "checkpoint in /checkpoints (docs/fault-tolerance.md).", rich_help_panel=SPEC_PANEL, show_default=False)]
 DeviceIds = Annotated[Optional[str], typer.Option(
     "--device-ids", help="Comma-separated host GPU ids to split across nodes.",
     rich_help_panel=SPEC_PANEL, show_default=False)]

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from ddpctl import launch
 from ddpctl.errors import UnsupportedFeature
+from ddpctl.local import restarts
 from ddpctl.spec import JobSpec, format_size
 
 
@@ -46,6 +47,7 @@ class ContainerPlan:
     mem_limit: int | None = None
     secret_env: tuple[str, ...] = ()  # names whose values the executor reads from its environment at start
     user: str | None = None  # uid[:gid] or name; None: the image's user
+    restart_argv: tuple[str, ...] | None = None  # the argv of a restart (None: the job is not restarted)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class LocalPlan:
     port: int
     world_size: int
     host_network: bool
+    max_restarts: int = 0  # job restarts after a retryable node failure (ddpctl.local.restarts)
+    checkpoint_volume: str | None = None  # the named volume ddpctl creates for the checkpoints, if any
 
     @property
     def gpus_total(self) -> int:
@@ -76,6 +80,11 @@ class LocalPlan:
             "world_size": self.world_size,
             "network": ({"name": self.network, "driver": "bridge", "labels": dict(self.network_labels)}
                         if self.network else "host"),
+            **({"max_restarts": self.max_restarts, "checkpoint_dir": restarts.CHECKPOINT_DIR,
+                "checkpoint_volume": ({"name": self.checkpoint_volume, "labels": dict(self.network_labels)}
+                                      if self.checkpoint_volume else "mounted by the spec"),
+                "restart_command": list(self.containers[0].restart_argv or ()) if self.containers else []}
+               if self.max_restarts else {}),
             "containers": [_masked(container_request(c)) for c in self.containers],
         }
 
@@ -136,14 +145,21 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
     if spec.memlock:
         ulimits.append(("memlock", -1, -1))
     user = spec.user or (default_user if any(m.bind for m in mounts) else None)
+    volume = None
+    if spec.max_restarts and not any(m.target == restarts.CHECKPOINT_DIR for m in mounts):
+        volume = restarts.volume_name(spec.name)
+        mounts.append(Mount(volume, restarts.CHECKPOINT_DIR, False, False))
     containers = []
-    for node in launch.local_nodes(spec, host_cpus=host_cpus):
-        env = node.env
+    for node in launch.local_nodes(spec, host_cpus=host_cpus, torchrun_restarts=False):
+        env, argv, again = node.env, node.argv, None
         if not is_root(user) and "HOME" not in node.env_dict:
             env = env + (("HOME", NON_ROOT_HOME),)
+        if spec.max_restarts:
+            env = env + ((restarts.CHECKPOINT_ENV, restarts.CHECKPOINT_DIR),)
+            argv, again = restarts.first_argv(argv), restarts.restart_argv(argv)
         containers.append(ContainerPlan(
-            rank=node.rank, name=node.name, hostname=node.name, image=spec.resolved_image,
-            argv=node.argv, env=env, user=user, labels=node.labels, gpus=node.gpus, network=network,
+            rank=node.rank, name=node.name, hostname=node.name, image=spec.resolved_image, restart_argv=again,
+            argv=argv, env=env, user=user, labels=node.labels, gpus=node.gpus, network=network,
             ipc_mode="host" if spec.ipc == "host" else None,
             shm_size=spec.shm_size if spec.ipc != "host" else None,
             ulimits=tuple(ulimits), mounts=tuple(mounts), working_dir=working_dir,
@@ -153,27 +169,37 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
         ))
     return LocalPlan(job=spec.name, image=spec.resolved_image, network=network,
                      network_labels=tuple(launch.labels(spec).items()), containers=tuple(containers),
-                     port=spec.port, world_size=spec.world_size, host_network=host_network)
+                     port=spec.port, world_size=spec.world_size, host_network=host_network,
+                     max_restarts=spec.max_restarts, checkpoint_volume=volume)
 
 
-def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
+def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None, *,
+                      restart: int = 0) -> dict[str, Any]:
     """The Docker Engine create request for one node, as plain data (docker-py ``containers.create`` kwargs
     with ``device_requests``/``ulimits``/``mounts`` still as dicts; the engine adapter converts them).
 
     ``secrets``: the values of ``c.secret_env``, read by the executor from its environment when it starts the
-    job; without them (a dry run) each one shows where its value will come from, never a value."""
+    job; without them (a dry run) each one shows where its value will come from, never a value.
+    ``restart``: how many times the job was restarted before this container (a restartable job only)."""
     from ddpctl.secrets import FROM_ENV
 
     env: dict[str, str] = dict(c.env)
+    labels = dict(c.labels)
+    command = list(c.argv)
+    if c.restart_argv is not None:
+        env[restarts.RESTART_ENV] = str(restart)
+        labels[restarts.LABEL_RESTARTS] = str(restart)
+        if restart:
+            command = list(c.restart_argv)
     for name in c.secret_env:
         env[name] = secrets[name] if secrets is not None else FROM_ENV
     req: dict[str, Any] = {
         "name": c.name,
         "hostname": c.hostname,
         "image": c.image,
-        "command": list(c.argv),
+        "command": command,
         "environment": env,
-        "labels": dict(c.labels),
+        "labels": labels,
         "ulimits": [{"name": n, "soft": s, "hard": h} for n, s, h in c.ulimits],
     }
     if c.network:
