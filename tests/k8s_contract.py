@@ -30,11 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-# the torch plugin's variables: one copy, shared with the trainjob renderer and the validator
-from ddpctl.launch import PET_VARS
+# the torch plugin's variables and its fixed master port: one copy, shared with the trainjob renderer and the
+# validator (the port is the Trainer v2 torch plugin's figure; ddpctl.launch states it once)
+from ddpctl.launch import PET_VARS, TRAINJOB_MASTER_PORT
 
 PYTORCHJOB_DEFAULT_PORT = 23456
-TRAINJOB_MASTER_PORT = 29500  # the operator's own figure; ddpctl.launch's copy is what ddpctl assumes (test_k8s_contract.py)
 TRAINJOB_DEFAULT_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"  # runtime torch-distributed
 GPU_RESOURCE = "nvidia.com/gpu"
 

@@ -151,7 +151,7 @@ def omp_threads(cpus: float, procs: int) -> int:
 
 def nodes_per_host(spec: JobSpec) -> int:
     """How many of the job's nodes share one host's CPUs (local Docker and single-host compose: all)."""
-    return 1 if spec.hosts else spec.nodes
+    return spec.nodes_per_host
 
 
 def node_cpus(spec: JobSpec, host_cpus: float | None, sharing: int = 1) -> float | None:
@@ -222,7 +222,7 @@ def gpu_requests(spec: JobSpec) -> list[GpuRequest]:
     g = spec.gpus_per_node
     if not g:
         return [GpuRequest() for _ in range(spec.nodes)]
-    if spec.hosts or spec.nodes == 1:  # one node per host: every node takes the same GPUs of its host
+    if spec.nodes_per_host == 1:  # one node per host: every node takes the same GPUs of its host
         req = GpuRequest(device_ids=spec.device_ids[:g]) if spec.device_ids else GpuRequest(count=g)
         return [req for _ in range(spec.nodes)]
     ids = spec.device_ids or tuple(str(i) for i in range(spec.nodes * g))

@@ -13,8 +13,10 @@ from ddpctl.spec import spec_from_dict  # noqa: E402
 
 
 def test_trainjob_port_ddpctl_assumes_is_the_operators():
-    """The Trainer v2.3.0 torch plugin fixes the master port; ddpctl's launch contract assumes the same one."""
-    assert launch.TRAINJOB_MASTER_PORT == kc.TRAINJOB_MASTER_PORT == 29500
+    """The Trainer v2.3.0 torch plugin fixes the master port at 29500 (its source, not ours); ddpctl states it
+    once (launch.TRAINJOB_MASTER_PORT) and the emulated operator uses that same constant."""
+    assert launch.TRAINJOB_MASTER_PORT == 29500
+    assert kc.TRAINJOB_MASTER_PORT is launch.TRAINJOB_MASTER_PORT
 
 
 @pytest.mark.parametrize("text, env, want", [

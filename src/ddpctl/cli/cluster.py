@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import signal
@@ -27,35 +28,18 @@ def _color(stream) -> bool:
     return stream.isatty() and "NO_COLOR" not in os.environ
 
 
-@app.command(
-    "up",
-    context_settings={"allow_interspersed_args": False},
-)
-def up(
-    file: so.JobFile = None,
-    name: so.Name = None,
-    image: so.Image = None,
-    nodes: so.Nodes = None,
-    gpus_per_node: so.GpusPerNode = None,
-    nproc_per_node: so.NprocPerNode = None,
-    backend: so.Backend = None,
-    port: so.Port = None,
-    env: so.Env = None,
-    secret_env: so.SecretEnvOpt = None,
-    volume: so.Volumes = None,
-    shm_size: so.ShmSize = None,
-    ipc: so.Ipc = None,
-    network: so.Network = None,
-    max_restarts: so.MaxRestarts = None,
-    device_ids: so.DeviceIds = None,
-    workdir: so.Workdir = None,
-    user: so.User = None,
-    detach: Annotated[bool, typer.Option("--detach", "-d", help="Start the job and return.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the containers and network that would be "
-                                                            "created (YAML) and exit.")] = False,
-    rm: Annotated[bool, typer.Option("--rm", help="Remove the job's containers when it ends (attached).")] = False,
-    command: so.Command = None,
-) -> None:
+_UP_OPTIONS = [
+    inspect.Parameter("detach", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--detach", "-d", help="Start the job and return.")]),
+    inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--dry-run", help="Print the containers and network that would be created (YAML) "
+                                             "and exit.")]),
+    inspect.Parameter("rm", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--rm", help="Remove the job's containers when it ends (attached).")]),
+]
+
+
+def up(**kw) -> None:
     """Run a job on this host: one container per node on a private network, node 0 the master.
 
     Attached by default: every line prefixed with its node and global rank ('node-1 rank-3 | ...'), the
@@ -81,10 +65,8 @@ def up(
     """
     from ddpctl.local.plan import plan_local
 
-    spec = so.spec_from_cli(file, name=name, image=image, nodes=nodes, gpus_per_node=gpus_per_node,
-                            nproc_per_node=nproc_per_node, backend=backend, port=port, env=env, secret_env=secret_env, volume=volume,
-                            shm_size=shm_size, ipc=ipc, network=network, max_restarts=max_restarts,
-                            device_ids=device_ids, workdir=workdir, user=user, command=command)
+    detach, dry_run, rm = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm")
+    spec = so.spec_from_cli("up", kw)
     from ddpctl.local import executor
     from ddpctl.local.engine import DockerEngine
 
@@ -155,6 +137,11 @@ def up(
     err(f"job {plan.job} finished{again}: all {len(job.ids)} node(s) exited 0"
         + ("" if rm else f"; remove it with 'ddpctl down {plan.job}'"))
 
+
+
+# The spec flags come from the spec's field table (every field whose flag the up command offers).
+app.command("up", context_settings={"allow_interspersed_args": False})(
+    so.install(up, so.command_params("up", _UP_OPTIONS)))
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so that nothing (not even the final flush) writes to a closed pipe."""

@@ -29,54 +29,10 @@ render_app = typer.Typer(
 )
 app.add_typer(render_app, name="render")
 
-TARGET_PANEL = "Target options"
-
 Output = Annotated[Optional[str], typer.Option(  # str: a Path would drop the trailing '/' of a directory
     "-o", "--output", show_default=False,
     help="Write to this file instead of stdout ('-'); DIR/ gets the default file names. Replaces only regular "
     "files, atomically.")]
-
-# name -> (annotation, spec override key)
-_SPEC_PARAMS: list[tuple[str, Any]] = [
-    ("file", so.JobFile), ("name", so.Name), ("image", so.Image), ("nodes", so.Nodes),
-    ("gpus_per_node", so.GpusPerNode), ("nproc_per_node", so.NprocPerNode), ("backend", so.Backend),
-    ("port", so.Port), ("env", so.Env), ("secret_env", so.SecretEnvOpt), ("volume", so.Volumes), ("shm_size", so.ShmSize), ("ipc", so.Ipc),
-    ("network", so.Network), ("hosts", so.Hosts), ("max_restarts", so.MaxRestarts),
-    ("device_ids", so.DeviceIds), ("workdir", so.Workdir), ("user", so.User),
-]
-
-
-def _opt(flag: str, typ: Any, help: str) -> Any:
-    return Annotated[Optional[typ], typer.Option(flag, help=help, rich_help_panel=TARGET_PANEL,
-                                                 show_default=False)]
-
-
-_K8S_OPTIONS: list[tuple[str, Any, str]] = [
-    ("namespace", _opt("--namespace", str, "metadata.namespace."), "kubernetes.namespace"),
-    ("restart_policy", _opt("--restart-policy", str, "OnFailure | ExitCode | Never (PyTorchJob)."),
-     "kubernetes.restart_policy"),
-    ("gang", _opt("--gang", bool, "Gang scheduling: runPolicy.schedulingPolicy.minAvailable = nodes."),
-     "kubernetes.gang"),
-    ("scheduler_name", _opt("--scheduler-name", str, "Pod schedulerName (e.g. volcano)."),
-     "kubernetes.scheduler_name"),
-    ("queue", _opt("--queue", str, "schedulingPolicy.queue (Volcano)."), "kubernetes.queue"),
-    ("kueue_queue", _opt("--kueue-queue", str, "Kueue LocalQueue (label kueue.x-k8s.io/queue-name)."),
-     "kubernetes.kueue_queue"),
-    ("service_account", _opt("--service-account", str, "Pod serviceAccountName."), "kubernetes.service_account"),
-]
-_TRAINJOB_OPTIONS = [o for o in _K8S_OPTIONS if o[0] in ("namespace", "kueue_queue", "service_account")] + [
-    ("runtime", _opt("--runtime", str, "ClusterTrainingRuntime name (default torch-distributed)."),
-     "kubernetes.runtime"),
-]
-_SLURM_OPTIONS: list[tuple[str, Any, str]] = [
-    ("partition", _opt("--partition", str, "#SBATCH --partition."), "slurm.partition"),
-    ("account", _opt("--account", str, "#SBATCH --account."), "slurm.account"),
-    ("qos", _opt("--qos", str, "#SBATCH --qos."), "slurm.qos"),
-    ("time", _opt("--time", str, "#SBATCH --time, e.g. 02:00:00."), "slurm.time"),
-    ("container", _opt("--container", str, "none | pyxis | apptainer."), "slurm.container"),
-    ("container_image", _opt("--container-image", str, "Image for pyxis/apptainer (default: the job image)."),
-     "slurm.container_image"),
-]
 
 _EXAMPLES = {
     "compose": "Render docker-compose file(s): one service per node on a private network, or one file per "
@@ -150,15 +106,12 @@ def _warn_clear_secrets(target: str, spec: Any) -> None:
                   f"output; use --secret-env {ref} to keep it out of the file", file=sys.stderr)
 
 
-def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -> None:
+def _run(target: str, kw: dict[str, Any]) -> None:
     from ddpctl.render import render_files
 
-    extra = {key: kw.pop(param) for param, _, key in options}
     validate = kw.pop("validate", False)
     output: str | None = kw.pop("output")
-    command = kw.pop("command")
-    file = kw.pop("file")
-    spec = so.spec_from_cli(file, command=command, extra=extra, **kw)
+    spec = so.spec_from_cli(target, kw)
     files = render_files(target, spec)
     _warn_clear_secrets(target, spec)
     if validate:
@@ -180,29 +133,20 @@ def _run(target: str, options: list[tuple[str, Any, str]], kw: dict[str, Any]) -
         print(f"wrote {path}", file=sys.stderr)
 
 
-def _make_command(target: str, options: list[tuple[str, Any, str]]) -> Callable[..., None]:
-    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=None)
-              for n, a in _SPEC_PARAMS]
-    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=None)
-               for n, a, _ in options]
-    params.append(inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None))
+def _make_command(target: str) -> Callable[..., None]:
+    """The options: the spec flags and the target's own options (the spec's field table), then -o, --validate."""
+    own = [inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None)]
     if target != "slurm":  # no schema for an sbatch script
-        params.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, annotation=ValidateFlag,
-                                        default=False))
-    params.append(inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, annotation=so.Command,
-                                    default=None))
+        own.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, annotation=ValidateFlag,
+                                     default=False))
 
     def command(**kw: Any) -> None:
-        _run(target, options, kw)
+        _run(target, kw)
 
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    command.__annotations__ = {p.name: p.annotation for p in params}
     command.__doc__ = _EXAMPLES[target]
     command.__name__ = target
-    return command
+    return so.install(command, so.command_params(target, own))
 
 
-render_app.command("compose")(_make_command("compose", []))
-render_app.command("pytorchjob")(_make_command("pytorchjob", _K8S_OPTIONS))
-render_app.command("trainjob")(_make_command("trainjob", _TRAINJOB_OPTIONS))
-render_app.command("slurm")(_make_command("slurm", _SLURM_OPTIONS))
+for _target in ("compose", "pytorchjob", "trainjob", "slurm"):
+    render_app.command(_target)(_make_command(_target))

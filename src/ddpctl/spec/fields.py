@@ -1,0 +1,217 @@
+"""The field table: every key of a job spec, once, with its check and, if it has one, its CLI flag.
+
+Validation (:mod:`ddpctl.spec.build`), ``spec_to_dict``, the flags of ``ddpctl render *`` and ``ddpctl up``
+(:mod:`ddpctl.cli.specopts`) and the unit test that every model field has an entry all read this table. Adding a
+spec field: the attribute on the model (:mod:`ddpctl.spec.model`) and one :class:`Field` here; a rule that
+relates two fields goes in :func:`ddpctl.spec.build.cross_checks`. See docs/architecture.md.
+
+Top-level keys are plain (``nodes``); the options of a section are dotted (``kubernetes.namespace``) and their
+section's entry checks them through the same table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ddpctl import rules
+from ddpctl.spec import checks as c
+from ddpctl.spec.checks import Checker
+from ddpctl.spec.model import MAX_GPUS_PER_NODE, MAX_NAME_LEN, MAX_NODES, SECTIONS
+
+Check = Callable[[Checker, tuple, Any], Any]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """The command-line flag that sets a field; :mod:`ddpctl.cli.specopts` turns it into a Typer option.
+
+    ``type`` is ``int``, ``float``, ``str``, ``bool`` or ``list`` (a repeatable string flag). ``commands`` names the
+    commands that offer it (``up``, ``compose``, ``pytorchjob``, ``trainjob``, ``slurm``); None: every command
+    that takes a spec. A flag of a section option (``kubernetes.*``, ``slurm.*``) is listed under "Target options".
+    """
+
+    decls: tuple[str, ...]
+    type: type
+    help: str
+    param: str = ""  # the command function's parameter name; default: the key's last part
+    commands: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str  # "nodes", or "kubernetes.namespace" for a section option
+    check: Check  # (checker, key path, raw value) -> model value, or a one-line SpecError
+    flag: Flag | None = None
+    dump: Callable[[Any], Any] | None = None  # model value -> plain data (spec_to_dict); default: tuple -> list
+
+    @property
+    def param(self) -> str:
+        return (self.flag.param if self.flag and self.flag.param else self.key.rsplit(".", 1)[-1])
+
+    @property
+    def section(self) -> str | None:
+        return self.key.split(".", 1)[0] if "." in self.key else None
+
+
+def _int(lo: int | None, hi: int | None) -> Check:
+    return lambda ck, p, v: ck.integer(p, v, lo, hi)
+
+
+def _choice(*choices: str) -> Check:
+    return lambda ck, p, v: ck.choice(p, v, choices)
+
+
+def _string(pattern=None, what: str = "") -> Check:
+    return lambda ck, p, v: ck.string(p, v, pattern, what)
+
+
+def _bool(ck: Checker, p, v) -> bool:
+    return ck.boolean(p, v)
+
+
+def _size(ck: Checker, p, v) -> int:
+    return ck.size(p, v)
+
+
+def _section(name: str) -> Check:
+    def check(ck: Checker, p, v) -> Any:
+        data = ck.mapping(p, v)
+        known = SUB_KEYS[name]
+        for key in data:
+            if key not in known:
+                raise c.unknown(ck, p, key, known)
+        kw = {key: FIELDS[f"{name}.{key}"].check(ck, p + (key,), x) for key, x in data.items() if x is not None}
+        return SECTIONS[name](**kw)
+    return check
+
+
+def _dump_section(value: Any) -> dict[str, Any]:
+    default = type(value)()
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        x = getattr(value, f.name)
+        if x != getattr(default, f.name):
+            entry = FIELDS[f"{_SECTION_OF[type(value)]}.{f.name}"]
+            out[f.name] = entry.dump(x) if entry.dump else (list(x) if isinstance(x, tuple) else x)
+    return out
+
+
+_SECTION_OF = {cls: name for name, cls in SECTIONS.items()}
+_K8S = ("pytorchjob", "trainjob")
+
+
+# The order of the flagged entries is the order of the flags in --help.
+_TABLE: list[Field] = [
+    Field("name", lambda ck, p, v: c.job_name(ck, p, v, MAX_NAME_LEN),
+          Flag(("--name",), str, "Job name (DNS-1035 label).")),
+    Field("image", lambda ck, p, v: ck.rule(p, rules.image_ref, ck.string(p, v)),
+          Flag(("--image",), str, "Container image.")),
+    Field("nodes", _int(1, MAX_NODES), Flag(("--nodes", "-n"), int, "Number of nodes.")),
+    Field("gpus_per_node", _int(0, MAX_GPUS_PER_NODE),
+          Flag(("--gpus-per-node", "-g"), int, "GPUs per node (0 = CPU).")),
+    Field("nproc_per_node", _int(1, 256),
+          Flag(("--nproc-per-node",), int, "Processes per node (default: GPUs per node, or 1 on CPU).")),
+    Field("backend", _choice("auto", "nccl", "gloo"), Flag(("--backend",), str, "auto | nccl | gloo.")),
+    Field("port", _int(1024, 65535), Flag(("--port",), int, "Master / rendezvous port.")),
+    Field("env", c.env, Flag(("--env", "-e"), list, "KEY=VALUE, repeatable."), dump=dict),
+    Field("secret_env", c.secret_env,
+          Flag(("--secret-env",), list,
+               "NAME[=SECRET[:KEY]], repeatable: NAME's value never lands in a file; Kubernetes reads it from "
+               "Secret SECRET (key KEY, default NAME), compose/up/Slurm from the caller's environment."),
+          dump=lambda value: {e.name: (None if e.secret is None else e.secret + (f":{e.key}" if e.key else ""))
+                              for e in value}),
+    Field("volumes", c.volumes, Flag(("--volume", "-v"), list, "SOURCE:TARGET[:ro], repeatable.", param="volume"),
+          dump=lambda value: [str(v) for v in value]),
+    Field("shm_size", _size,
+          Flag(("--shm-size",), str, "Private /dev/shm of this size (e.g. 16g) instead of ipc: host.")),
+    Field("ipc", _choice("host", "private"), Flag(("--ipc",), str, "host | private.")),
+    Field("network", _choice("bridge", "host"),
+          Flag(("--network",), str, "bridge (one host, private network) | host (multi-host).")),
+    Field("hosts", lambda ck, p, v: ck.str_list(p, v, c.HOST_RE, "a host name or IP address"),
+          Flag(("--hosts",), str, "Comma-separated host addresses, one per node, master first (multi-host).",
+               commands=("compose", "pytorchjob", "trainjob", "slurm"))),
+    Field("max_restarts", _int(0, 100), Flag(
+        ("--max-restarts",), int, "Restarts after a node fails with a retryable exit code (>= 128: killed, OOM, "
+        "lost peer) before the job fails; 0 (default): fail at once. up: the whole job restarts and resumes from "
+        "its last checkpoint in /checkpoints (docs/fault-tolerance.md).")),
+    Field("device_ids", lambda ck, p, v: tuple(ck.rule(p, rules.device_id, x) for x in ck.str_list(p, v)),
+          Flag(("--device-ids",), str, "Comma-separated host GPU ids to split across nodes.")),
+    Field("workdir", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v), what="workdir"),
+          Flag(("--workdir",), str,
+               "Host directory mounted at /workspace and used as working directory (e.g. '.').")),
+    Field("user", _string(c.USER_RE, "a user such as 1000:1000, 1000 or root"),
+          Flag(("--user",), str,
+               "uid[:gid] or name the containers run as, e.g. root (up: the caller's uid:gid when a host "
+               "directory is mounted, so files written through --workdir/--volume are yours; compose: only when "
+               "given).")),
+    Field("command", c.command),  # the positional words after '--' (cli/specopts.py: Command)
+    Field("master_addr", _string(c.HOST_RE, "a host name or IP address")),
+    Field("memlock", _bool),
+    Field("cpus_per_node", c.cpus),
+    Field("memory_per_node", _size),
+    # ---- nccl:
+    Field("nccl", _section("nccl"), dump=_dump_section),
+    Field("nccl.socket_ifname", _string(c.IFNAME_RE, "a network interface name such as eth0")),
+    Field("nccl.debug", lambda ck, p, v: ck.choice(p, str(v).upper() if isinstance(v, str) else v,
+                                                   ("VERSION", "WARN", "INFO", "TRACE"))),
+    Field("nccl.ib_disable", _bool),
+    # ---- kubernetes: (PyTorchJob, TrainJob)
+    Field("kubernetes", _section("kubernetes"), dump=_dump_section),
+    Field("kubernetes.namespace", c.k8s_name(rules.dns1123_label, "namespace"),
+          Flag(("--namespace",), str, "metadata.namespace.", commands=_K8S)),
+    Field("kubernetes.restart_policy", _choice("OnFailure", "ExitCode", "Never"),
+          Flag(("--restart-policy",), str, "OnFailure | ExitCode | Never (PyTorchJob).", commands=("pytorchjob",))),
+    Field("kubernetes.backoff_limit", _int(0, 1000)),
+    Field("kubernetes.clean_pod_policy", _choice("Running", "All", "None")),
+    Field("kubernetes.ttl_seconds_after_finished", _int(0, rules.INT32_MAX)),
+    Field("kubernetes.active_deadline_seconds", _int(1, rules.INT64_MAX)),
+    Field("kubernetes.gang", _bool,
+          Flag(("--gang",), bool, "Gang scheduling: runPolicy.schedulingPolicy.minAvailable = nodes.",
+               commands=("pytorchjob",))),
+    Field("kubernetes.scheduler_name", c.k8s_name(rules.dns1123_subdomain, "scheduler name"),
+          Flag(("--scheduler-name",), str, "Pod schedulerName (e.g. volcano).", commands=("pytorchjob",))),
+    Field("kubernetes.queue", c.k8s_name(rules.dns1123_subdomain, "queue name"),
+          Flag(("--queue",), str, "schedulingPolicy.queue (Volcano).", commands=("pytorchjob",))),
+    Field("kubernetes.priority_class", c.k8s_name(rules.dns1123_subdomain, "priority class name")),
+    Field("kubernetes.kueue_queue", c.k8s_name(rules.dns1123_subdomain, "Kueue LocalQueue name", label_value=True),
+          Flag(("--kueue-queue",), str, "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).", commands=_K8S)),
+    Field("kubernetes.istio_sidecar", _bool),
+    Field("kubernetes.node_selector", c.node_selector, dump=dict),
+    Field("kubernetes.tolerations", c.tolerations, dump=lambda value: [dict(t) for t in value]),
+    Field("kubernetes.service_account", c.k8s_name(rules.dns1123_subdomain, "service account name"),
+          Flag(("--service-account",), str, "Pod serviceAccountName.", commands=_K8S)),
+    Field("kubernetes.runtime", c.k8s_name(rules.dns1123_subdomain, "ClusterTrainingRuntime name"),
+          Flag(("--runtime",), str, "ClusterTrainingRuntime name (default torch-distributed).",
+               commands=("trainjob",))),
+    Field("kubernetes.shm_size", _size),
+    # ---- slurm:
+    Field("slurm", _section("slurm"), dump=_dump_section),
+    Field("slurm.partition", _string(), Flag(("--partition",), str, "#SBATCH --partition.", commands=("slurm",))),
+    Field("slurm.account", _string(), Flag(("--account",), str, "#SBATCH --account.", commands=("slurm",))),
+    Field("slurm.qos", _string(), Flag(("--qos",), str, "#SBATCH --qos.", commands=("slurm",))),
+    Field("slurm.time", _string(c.SLURM_TIME_RE, "a Slurm time such as 02:00:00 or 1-00:00:00"),
+          Flag(("--time",), str, "#SBATCH --time, e.g. 02:00:00.", commands=("slurm",))),
+    Field("slurm.cpus_per_task", _int(1, 100_000)),
+    Field("slurm.mem", _string(c.SLURM_MEM_RE, "a Slurm memory size such as 64G")),
+    Field("slurm.container", _choice("none", "pyxis", "apptainer"),
+          Flag(("--container",), str, "none | pyxis | apptainer.", commands=("slurm",))),
+    Field("slurm.container_image", lambda ck, p, v: ck.rule(p, rules.container_image, ck.string(p, v)),
+          Flag(("--container-image",), str, "Image for pyxis/apptainer (default: the job image).",
+               commands=("slurm",))),
+    Field("slurm.output", _string()),
+]
+
+FIELDS: dict[str, Field] = {f.key: f for f in _TABLE}
+TOP_KEYS: frozenset[str] = frozenset(k for k in FIELDS if "." not in k)
+SUB_KEYS: dict[str, frozenset[str]] = {
+    name: frozenset(k.split(".", 1)[1] for k in FIELDS if k.startswith(name + ".")) for name in SECTIONS
+}
+
+
+def flags(command: str) -> list[Field]:
+    """The fields with a flag on ``command`` (``up``, ``compose``, ``pytorchjob``, ``trainjob``, ``slurm``), in
+    --help order: the job-spec flags first, then the target's own options."""
+    chosen = [f for f in _TABLE if f.flag and (f.flag.commands is None or command in f.flag.commands)]
+    return [f for f in chosen if not f.section] + [f for f in chosen if f.section]

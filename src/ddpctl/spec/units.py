@@ -1,0 +1,30 @@
+"""Size units: '16g' / '16Gi' / 1024 -> bytes, and bytes -> the docker ('16g') or Kubernetes ('16Gi') spelling."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ddpctl import rules
+from ddpctl.rules import RuleError
+
+
+def parse_size(value: Any, fail: Callable[[str], Exception] | None = None) -> int:
+    """'16g', '16G', '16gb', '16Gi', '512m', 1024 -> bytes (binary units); see :func:`ddpctl.rules.size_bytes`."""
+    try:
+        return rules.size_bytes(value)
+    except RuleError as exc:
+        if fail:
+            raise fail(exc.problem) from None
+        raise
+
+
+def format_size(nbytes: int, style: str = "docker") -> str:
+    """Bytes -> '16g' (docker/compose) or '16Gi' (Kubernetes quantity), exact, largest unit."""
+    units = ["", "k", "m", "g", "t"]
+    exp = 0
+    while exp < 4 and nbytes % 1024 ** (exp + 1) == 0:
+        exp += 1
+    value = nbytes // 1024**exp
+    if style == "k8s":
+        return f"{value}{['', 'Ki', 'Mi', 'Gi', 'Ti'][exp]}"
+    return f"{value}{units[exp]}" if exp else str(value)
