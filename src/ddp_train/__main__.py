@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 
-from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_SYNC, EXIT_USAGE, RETRYABLE_MIN, TrainError, classify
+from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_SYNC, EXIT_USAGE, RETRYABLE_MIN, Preempted, TrainError, classify
 
 COMPARE_EPILOG = """\
 example:
@@ -83,6 +83,9 @@ def main(argv=None) -> int:
         # A process that joined a process group leaves with os._exit: tearing down gloo/NCCL threads in
         # interpreter finalisation can abort ("terminate called without an active exception").
         return _exit(code, distributed)
+    except Preempted as exc:
+        print(f"ddp-train: stopped: {exc}", file=sys.stderr)
+        return _exit(exc.code, distributed)
     except TrainError as exc:
         print(f"ddp-train: error: {exc}", file=sys.stderr)
         return _exit(exc.code, distributed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 
 from .errors import EXIT_USAGE, TrainError
@@ -46,8 +47,18 @@ examples:
   ddp-train --workload imagenet-synthetic --warmup-steps 20 --max-steps 120 --no-eval
   ddp-train compare out/ckpt-00000100.pt other/ckpt-00000100.pt
 
+checkpoint interval (--checkpoint-interval): STEPS, DURATION or STEPS,DURATION (whichever comes first)
+  200          every 200 optimizer steps (multiples of 200, so a resumed run saves at the same steps)
+  30s 5m 1h30m every 30 seconds / 5 minutes / 90 minutes of training (counted from the last save)
+  500,10m      every 500 steps, and whenever 10 minutes passed since the last save
+  off          only at epoch ends and at --max-steps (the default)
+
+preemption: SIGTERM or SIGUSR1 -> all ranks stop at the same step boundary (agreed by a small all-reduce),
+  save a checkpoint there (with --output-dir) and exit 143; run again with --resume auto to continue.
+
 exit codes: 0 ok, 2 bad arguments, 3 missing/corrupt data, 4 sync check failed, 5 checkpoint,
-  6 missing dependency, 1 internal error; 128 master unreachable, 129 lost peer / timeout (retryable).
+  6 missing dependency, 1 internal error; 128 master unreachable, 129 lost peer / timeout,
+  143 stopped by SIGTERM/SIGUSR1 after its checkpoint (retryable: 128 and above).
 """
 
 
@@ -72,6 +83,58 @@ def _non_negative_int(text):
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
     return v
+
+
+@dataclass(frozen=True)
+class CheckpointInterval:
+    """When to save besides epoch ends: every ``steps`` optimizer steps and/or every ``seconds`` of wall time."""
+
+    steps: int = 0  # 0: no step cadence
+    seconds: float = 0.0  # 0: no time cadence
+
+    def __bool__(self):
+        return bool(self.steps or self.seconds)
+
+    def describe(self) -> str:
+        parts = ([f"every {self.steps} steps"] if self.steps else []) + \
+            ([f"every {_fmt_seconds(self.seconds)}"] if self.seconds else [])
+        return " or ".join(parts) if parts else "off"
+
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+INTERVAL_HELP = "STEPS (200), a DURATION (30s, 5m, 1h30m) or both, STEPS,DURATION (500,10m); off: none"
+
+
+def _fmt_seconds(sec: float) -> str:
+    if sec >= 60 and sec % 60 == 0:
+        return f"{int(sec // 60)} min"
+    return f"{sec:g} s"
+
+
+def parse_interval(text: str) -> CheckpointInterval:
+    """``--checkpoint-interval``: ``200`` steps, ``30s`` / ``5m`` / ``1h30m`` of time, ``500,10m`` both, ``off``."""
+    t = text.strip().lower().replace(" ", "")
+    if t in ("off", "0", "none"):
+        return CheckpointInterval()
+    steps, seconds = 0, 0.0
+    for part in t.split(","):
+        if part.isdigit():
+            if steps:
+                raise argparse.ArgumentTypeError(f"{text!r} gives the steps twice; write STEPS,DURATION")
+            steps = int(part)
+            if steps <= 0:
+                raise argparse.ArgumentTypeError(f"{text!r}: the steps must be > 0")
+            continue
+        m = _DURATION.match(part)
+        if not part or not m or not any(m.groups()):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {INTERVAL_HELP}")
+        if seconds:
+            raise argparse.ArgumentTypeError(f"{text!r} gives the time twice; write STEPS,DURATION")
+        h, mi, se = (float(g) if g else 0.0 for g in m.groups())
+        seconds = h * 3600 + mi * 60 + se
+        if seconds <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: the time must be > 0")
+    return CheckpointInterval(steps, seconds)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -172,8 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("checkpoints")
     g.add_argument("--output-dir", default=None, help="checkpoints and metrics.jsonl go here (rank 0 writes)")
-    g.add_argument("--checkpoint-every", type=_non_negative_int, default=0,
-                   help="also save every N steps (0: only at epoch end and at --max-steps)")
+    g.add_argument("--checkpoint-interval", type=parse_interval, default=None, metavar="INTERVAL",
+                   help="also save every STEPS steps and/or every DURATION of training: 200, 5m, 500,10m "
+                   "(see below); default off: only at epoch end, at --max-steps and on SIGTERM/SIGUSR1")
+    g.add_argument("--checkpoint-every", type=_non_negative_int, default=0, metavar="N",
+                   help="also save every N steps (the same as --checkpoint-interval N)")
     g.add_argument("--keep-checkpoints", type=_positive(int), default=3)
     g.add_argument("--resume", default=None, help="'auto' (newest valid checkpoint in --output-dir, if any) or a path")
 
@@ -189,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--debug-perturb-rank", type=int, default=None, help=argparse.SUPPRESS)
     g.add_argument("--debug-exit-rank", type=int, default=None, help=argparse.SUPPRESS)
     g.add_argument("--debug-exit-step", type=int, default=1, help=argparse.SUPPRESS)
+    # Test hooks: each rank appends the sample indices of every step to DIR/samples-rank<R>.txt; sleep per step.
+    g.add_argument("--debug-sample-log", default=None, help=argparse.SUPPRESS)
+    g.add_argument("--debug-step-sleep", type=float, default=0.0, help=argparse.SUPPRESS)
     return p
 
 
@@ -212,6 +281,13 @@ def parse_args(argv):
         raise TrainError(f"--init-method {args.init_method} needs --rank and --world-size", EXIT_USAGE)
     if args.resume and args.resume == "auto" and not args.output_dir:
         raise TrainError("--resume auto looks in --output-dir; pass --output-dir DIR", EXIT_USAGE)
+    interval = args.checkpoint_interval or CheckpointInterval()
+    if args.checkpoint_every:
+        if interval.steps and interval.steps != args.checkpoint_every:
+            raise TrainError(f"--checkpoint-every {args.checkpoint_every} and --checkpoint-interval "
+                             f"{interval.steps} disagree on the steps; keep one of them", EXIT_USAGE)
+        interval = CheckpointInterval(args.checkpoint_every, interval.seconds)
+    args.checkpoint_interval = interval
     if args.warmup_epochs < 0:
         raise TrainError("--warmup-epochs must be >= 0", EXIT_USAGE)
     return args

@@ -222,18 +222,37 @@ def load_splits(args, shape, num_classes, device) -> dict[str, Split]:
 
 
 # ----------------------------------------------------------------------------------------- sharding
-def shard_indices(length, world, rank, epoch, seed, shuffle=True):
-    """This rank's sample indices for ``epoch``: DistributedSampler semantics (disjoint, padded by wrapping)."""
+def _epoch_perm(length, epoch, seed, shuffle=True):
     if shuffle:
         g = torch.Generator().manual_seed(seed * 1_000_033 + epoch)
-        perm = torch.randperm(length, generator=g)
-    else:
-        perm = torch.arange(length)
+        return torch.randperm(length, generator=g)
+    return torch.arange(length)
+
+
+def shard_indices(length, world, rank, epoch, seed, shuffle=True):
+    """This rank's sample indices for ``epoch``: DistributedSampler semantics (disjoint, padded by wrapping)."""
+    perm = _epoch_perm(length, epoch, seed, shuffle)
     per_rank = math.ceil(length / world)
     total = per_rank * world
     if total > length:
         perm = torch.cat([perm, perm[: total - length]])
     return perm[rank:total:world]
+
+
+# Elastic resume. Step s of an epoch takes, on rank r, positions r + world * (s * batch + j) of the epoch's
+# permutation, so after S steps the ranks together have consumed exactly its first S * batch * world entries,
+# whatever rank did what. A run resumed with another world size or per-rank batch therefore continues from
+# that position: the rest of the permutation is dealt out round-robin to the new ranks, whole global batches
+# only (no padding), so no sample of the epoch is seen twice. With the same world size and batch the
+# position-based deal is the same as the step-based one (tested), so nothing changes for ordinary resumes.
+def reshard_indices(length, world, rank, epoch, seed, start_sample, shuffle=True):
+    """This rank's indices for the rest of ``epoch`` after its first ``start_sample`` permutation entries."""
+    return _epoch_perm(length, epoch, seed, shuffle)[start_sample:][rank::world]
+
+
+def reshard_steps(length, world, batch, start_sample):
+    """Whole global batches left in the epoch after ``start_sample`` entries (the tail is dropped)."""
+    return max(0, length - start_sample) // (world * batch)
 
 
 def steps_per_epoch(length, world, batch):
@@ -275,12 +294,29 @@ class DeviceLoader:
     def __len__(self):
         return self.steps
 
-    def epoch(self, epoch, start_step=0):
-        idx = shard_indices(self.split.length, self.world, self.rank, epoch, self.seed).to(self.device)
+    def epoch_steps(self, segment=None):
+        """Steps in an epoch: all of it (segment None), or one re-dealt from (start sample, start step)."""
+        if segment is None:
+            return self.steps
+        return segment[1] + reshard_steps(self.split.length, self.world, self.batch, segment[0])
+
+    def epoch(self, epoch, start_step=0, segment=None):
+        """This rank's batches of ``epoch`` from ``start_step`` (a step of the epoch). ``segment``: (start sample,
+        start step) when the epoch was re-dealt at that point by an elastic resume (see reshard_indices)."""
+        if segment is None:
+            idx = shard_indices(self.split.length, self.world, self.rank, epoch, self.seed)
+            first = 0
+        else:
+            idx = reshard_indices(self.split.length, self.world, self.rank, epoch, self.seed, segment[0])
+            first = segment[1]
+        idx = idx.to(self.device)
         if self.split.length > self.split.pool:
             idx = idx % self.split.pool
-        for step in range(start_step, self.steps):
-            b = idx[step * self.batch:(step + 1) * self.batch]
+        self.last_indices = None
+        for step in range(start_step, self.epoch_steps(segment)):
+            k = step - first
+            b = idx[k * self.batch:(k + 1) * self.batch]
+            self.last_indices = b
             yield self._augment(b, _step_seed(self.seed, epoch, step, self.rank)), self.labels[b]
 
     def _augment(self, b, seed):
@@ -375,19 +411,29 @@ class ShardBatchSampler(torch.utils.data.Sampler):
 
     def __init__(self, length, *, batch, rank, world, seed):
         self.length, self.batch, self.rank, self.world, self.seed = length, batch, rank, world, seed
-        self.epoch, self.start_step = 0, 0
+        self.epoch, self.start_step, self.segment = 0, 0, None
         self.steps = steps_per_epoch(length, world, batch)
 
-    def set_epoch(self, epoch, start_step=0):
-        self.epoch, self.start_step = epoch, start_step
+    def epoch_steps(self, segment=None):
+        if segment is None:
+            return self.steps
+        return segment[1] + reshard_steps(self.length, self.world, self.batch, segment[0])
+
+    def set_epoch(self, epoch, start_step=0, segment=None):
+        self.epoch, self.start_step, self.segment = epoch, start_step, segment
 
     def __len__(self):
-        return self.steps - self.start_step
+        return self.epoch_steps(self.segment) - self.start_step
 
     def __iter__(self):
-        idx = shard_indices(self.length, self.world, self.rank, self.epoch, self.seed).tolist()
-        for step in range(self.start_step, self.steps):
-            yield [(self.epoch, i) for i in idx[step * self.batch:(step + 1) * self.batch]]
+        if self.segment is None:
+            idx, first = shard_indices(self.length, self.world, self.rank, self.epoch, self.seed).tolist(), 0
+        else:
+            idx = reshard_indices(self.length, self.world, self.rank, self.epoch, self.seed, self.segment[0]).tolist()
+            first = self.segment[1]
+        for step in range(self.start_step, self.epoch_steps(self.segment)):
+            k = step - first
+            yield [(self.epoch, i) for i in idx[k * self.batch:(k + 1) * self.batch]]
 
 
 class ClassicLoader:
@@ -407,8 +453,12 @@ class ClassicLoader:
     def __len__(self):
         return self.steps
 
-    def epoch(self, epoch, start_step=0):
-        self.sampler.set_epoch(epoch, start_step)
+    def epoch_steps(self, segment=None):
+        return self.sampler.epoch_steps(segment)
+
+    def epoch(self, epoch, start_step=0, segment=None):
+        self.sampler.set_epoch(epoch, start_step, segment)
+        self.last_indices = None  # not tracked through the workers (--debug-sample-log needs the device pipeline)
         for x, y in self.loader:
             x = x.to(self.device, non_blocking=True)
             if self.channels_last:

@@ -16,6 +16,9 @@ EXIT_CHECKPOINT = 5  # a checkpoint asked for cannot be loaded or does not fit t
 EXIT_DEPENDENCY = 6  # an optional dependency (torchvision, CUDA) is needed but missing
 EXIT_MASTER_UNREACHABLE = 128  # MASTER_ADDR:MASTER_PORT never opened within --connect-timeout
 EXIT_LOST_PEER = 129  # a peer died, a connection closed or a collective timed out
+# Stopped on SIGTERM/SIGUSR1 (eviction, preemption, Slurm's --signal) after saving a checkpoint at the step
+# all ranks agreed on: 128 + SIGTERM, as a shell or container engine reports a process stopped by SIGTERM.
+EXIT_PREEMPTED = 143
 
 RETRYABLE_MIN = 128
 
@@ -30,6 +33,13 @@ class TrainError(Exception):
     @property
     def retryable(self) -> bool:
         return self.code >= RETRYABLE_MIN
+
+
+class Preempted(TrainError):
+    """A requested stop (SIGTERM/SIGUSR1) that ended in a checkpoint (or with nothing to save): retryable."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_PREEMPTED)
 
 
 _RETRYABLE_MARKERS = (

@@ -16,12 +16,13 @@ from torch import nn
 
 from . import checkpoint as ckpt_mod
 from . import data as data_mod
+from . import preempt
 from . import stepmode
 from . import sync as sync_mod
 from . import threads as threads_mod
 from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
-from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_SYNC, EXIT_USAGE, TrainError
+from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_PREEMPTED, EXIT_SYNC, EXIT_USAGE, Preempted, TrainError
 from .flatreduce import FlatAllReduce
 from .metrics import GpuStats, MetricsFile, Progress, device_name
 from .models import build_model, convert_sync_bn
@@ -142,25 +143,41 @@ class Run:
             # capturable: its step counter and bias corrections stay on the device, so the step can be captured
             self.opt = torch.optim.AdamW(core.parameters(), lr=lr, weight_decay=a.weight_decay,
                                          **({"fused": True, "capturable": self.graph_mode} if self.cuda else {}))
-        warm = int(a.warmup_epochs * self.steps_per_epoch)
-        total = self.total_steps
+        # The schedule advances by samples, not steps (the same thing at a fixed world size: a step is one global
+        # batch), so a run resumed on fewer ranks, with smaller global batches, gets the LR of its place in the
+        # data. The plan (in samples) is the first start's; a resume takes it from the checkpoint.
+        self.sched_plan = {"total": self.total_steps * self.global_batch,
+                           "warm": int(a.warmup_epochs * self.steps_per_epoch) * self.global_batch}
+        self.samples_done = 0
         schedule = a.lr_schedule
 
-        def factor(step):
-            if warm and step < warm:
-                return (step + 1) / warm
+        def factor(_step):
+            done, gb = self.samples_done, self.global_batch
+            warm, total = self.sched_plan["warm"], self.sched_plan["total"]
+            if warm and done < warm:
+                return (done + gb) / warm
             if schedule == "constant":
                 return 1.0
-            progress = min(1.0, (step - warm) / max(1, total - warm))
+            progress = min(1.0, (done - warm) / max(gb, total - warm))
             return 0.5 * (1 + math.cos(math.pi * progress))
 
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, factor)
+        self.lr_factor = factor
         self.scaler = torch.amp.GradScaler("cuda") if (self.precision == "fp16" and self.cuda) else None
         self.criterion = nn.CrossEntropyLoss(label_smoothing=a.label_smoothing)
 
         self.epoch, self.step_in_epoch, self.global_step = 0, 0, 0
+        self.segment = None  # (start sample, start step) of an epoch re-dealt by an elastic resume
         self.resumed_from = None
         self._resume()
+        self.epoch_steps = self.loader.epoch_steps(self.segment)
+        if self.segment is not None:  # this epoch is shorter or longer than the others now
+            left = (self.epoch_steps - self.step_in_epoch) + self.steps_per_epoch * (a.epochs - self.epoch - 1)
+            self.total_steps = self.global_step + left
+            self.stop_at = min(self.total_steps, a.max_steps) if a.max_steps else self.total_steps
+        self.interval = a.checkpoint_interval
+        self.control = preempt.StopControl(distributed=self.distributed and self.world > 1, rank=self.rank,
+                                           interval_s=self.interval.seconds if a.output_dir else 0.0)
 
         # Graph mode: DDP is built (and the warm-up runs) on a side stream, as whole-network capture with DDP needs
         self.side_stream = torch.cuda.Stream(self.device) if self.graph_mode else None
@@ -251,12 +268,42 @@ class Run:
         self.opt.load_state_dict(state["optimizer"])
         self.sched.load_state_dict(state["scheduler"])
         self.epoch, self.step_in_epoch, self.global_step = state["epoch"], state["step_in_epoch"], state["step"]
-        if self.step_in_epoch >= self.steps_per_epoch:
-            self.epoch, self.step_in_epoch = self.epoch + 1, 0
+        cfg = state["config"]
+        ck_world, ck_batch = cfg.get("world_size", self.world), cfg.get("per_rank_batch", self.per_rank_batch)
+        ck_global = ck_world * ck_batch
+        ck_steps = data_mod.steps_per_epoch(self.train_split.length, ck_world, ck_batch)
+        self.samples_done = state.get("samples_done", self.global_step * ck_global)
+        self.sched_plan = state.get("schedule") or {"total": ck_steps * a.epochs * ck_global,
+                                                    "warm": int(a.warmup_epochs * ck_steps) * ck_global}
+        segment = tuple(state["segment"]) if state.get("segment") else None
+        pos = state.get("epoch_sample")
+        if pos is None:
+            pos = self.step_in_epoch * ck_global
+        ck_epoch_steps = state.get("epoch_steps", ck_steps)
+        if self.step_in_epoch >= ck_epoch_steps:
+            self.epoch, self.step_in_epoch, segment = self.epoch + 1, 0, None
+        if self.step_in_epoch == 0:
+            self.segment = None
+        elif (ck_world, ck_batch) == (self.world, self.per_rank_batch):
+            self.segment = segment  # the same deal goes on (the same as an uninterrupted run)
+        else:
+            # elastic: deal the rest of this epoch's permutation out to the new ranks (docs/ddp-train.md)
+            self.segment = (min(pos, self.train_split.length), self.step_in_epoch)
+            self.say(f"ddp-train: elastic resume: {ck_world} x {ck_batch} -> {self.world} x {self.per_rank_batch} "
+                     f"(ranks x per-rank batch); the rest of epoch {self.epoch + 1} is dealt out from sample {pos} "
+                     f"of {self.train_split.length}, so no sample is seen twice in it")
         rng = state.get("rng") or []
-        if state["config"].get("world_size") != self.world:
-            self.warn(f"resuming a world-size-{state['config'].get('world_size')} checkpoint with {self.world} "
-                      "ranks: shards change, so the run is not bit-identical to an uninterrupted one")
+        if ck_world != self.world or ck_batch != self.per_rank_batch:
+            self.warn(f"resuming a checkpoint of {ck_world} ranks x batch {ck_batch} with {self.world} x "
+                      f"{self.per_rank_batch}: the global batch is now {self.global_batch}"
+                      + (f" and --scale-lr sets the base LR to {self.lr:.6g}" if a.scale_lr else
+                         f" with the same LR (--scale-lr would scale it)")
+                      + "; not bit-identical to an uninterrupted run")
+            if a.scale_lr:  # the linear scaling rule for the batch in use now
+                self.sched.base_lrs = [self.lr for _ in self.opt.param_groups]
+                for g in self.opt.param_groups:
+                    g["initial_lr"] = self.lr
+                    g["lr"] = self.lr * self.lr_factor(None)
         if self.rank < len(rng):
             r = rng[self.rank]
             torch.set_rng_state(r["torch"])
@@ -286,15 +333,25 @@ class Run:
             dist.all_gather_object(rngs, my_rng)
         path = None
         if self.is0:
+            seg = self.segment if self.step_in_epoch else None
+            pos = (seg[0] + (self.step_in_epoch - seg[1]) * self.global_batch) if seg else \
+                self.step_in_epoch * self.global_batch
             payload = {
                 "model": self.core.state_dict(), "optimizer": self.opt.state_dict(),
                 "scheduler": self.sched.state_dict(), "epoch": self.epoch, "step": self.global_step,
                 "step_in_epoch": self.step_in_epoch, "rng": rngs,
+                # elastic resume: where this epoch's permutation stands, and how it was dealt
+                "epoch_sample": pos, "segment": list(seg) if seg else None,
+                "epoch_steps": self.epoch_steps if self.step_in_epoch else self.steps_per_epoch,
+                "samples_done": self.samples_done, "schedule": dict(self.sched_plan),
                 "config": {"workload": a.workload, "model": a.model, "seed": a.seed, "world_size": self.world,
                            "per_rank_batch": self.per_rank_batch, "epochs": a.epochs, "strategy": self.strategy},
             }
+            t0 = time.perf_counter()
             path = ckpt_mod.save(a.output_dir, payload, keep=a.keep_checkpoints)
-            self.metrics.write("checkpoint", path=path, step=self.global_step, epoch=self.epoch, reason=tag)
+            self.metrics.write("checkpoint", path=path, step=self.global_step, epoch=self.epoch, reason=tag,
+                               seconds=round(time.perf_counter() - t0, 3))
+        self.control.saved()
         return path
 
     @torch.no_grad()
@@ -471,7 +528,7 @@ class Run:
                 rec["bar"].update(rec["step_in_epoch"], f"loss {lval:.3f} {ips:,.0f} img/s", force=rec["last"])
             if rec["log"]:
                 if rec["bar"] is None:
-                    self.say(f"epoch {rec['epoch'] + 1}/{a.epochs} step {rec['step_in_epoch']}/{self.steps_per_epoch} "
+                    self.say(f"epoch {rec['epoch'] + 1}/{a.epochs} step {rec['step_in_epoch']}/{self.epoch_steps} "
                              f"(global {rec['step']}) loss {lval:.4f} step {st * 1000:.1f} ms "
                              f"data {info['data_time_s'] * 1000:.1f} ms {ips:,.0f} img/s")
                 self.metrics.write("step", **info)
@@ -480,6 +537,8 @@ class Run:
             self.say("ddp-train: nothing left to train (already at the last step)")
         stop = self.global_step >= self.stop_at
         self.model.train()
+        self.control.install()
+        self.control.saved()  # the time cadence counts from the start of training
         resume()
         while not stop and self.epoch < a.epochs:
             epoch = self.epoch
@@ -490,8 +549,8 @@ class Run:
             seen = 0
             interval_steps, interval_data = 0, 0.0
             log.start()
-            bar = Progress(self.steps_per_epoch, f"epoch {epoch + 1}/{a.epochs}") if self.bar else None
-            it = self.loader.epoch(epoch, self.step_in_epoch)
+            bar = Progress(self.epoch_steps, f"epoch {epoch + 1}/{a.epochs}") if self.bar else None
+            it = self.loader.epoch(epoch, self.step_in_epoch, self.segment)
             while True:
                 t_d = time.perf_counter()
                 try:
@@ -503,6 +562,7 @@ class Run:
                 if seg_start is not None:
                     data_time_timed += dt
                 warm_left = self.step(x, y, warm_left)
+                self.samples_done += self.global_batch
                 self.sched.step()
                 self.global_step += 1
                 self.step_in_epoch += 1
@@ -510,10 +570,10 @@ class Run:
                     timed_steps += 1
                 seen += y.shape[0]
                 interval_steps += 1
-                self._debug_hooks()
+                self._debug_hooks(epoch)
                 if self.global_step == self.warmup_steps:
                     resume()
-                last = self.global_step >= self.stop_at or self.step_in_epoch >= self.steps_per_epoch
+                last = self.global_step >= self.stop_at or self.step_in_epoch >= self.epoch_steps
                 is_log = self.step_in_epoch % self.log_interval == 0 or last
                 if bar or is_log:
                     log.mark(self.acc, dict(epoch=epoch, step=self.global_step, step_in_epoch=self.step_in_epoch,
@@ -522,9 +582,15 @@ class Run:
                     interval_steps, interval_data = 0, 0.0
                     for rec in log.ready(wait=bool(bar) or last):
                         emit(rec)
-                if a.checkpoint_every and self.global_step % a.checkpoint_every == 0 and not last:
+                # every rank, every step: agree on a stop request (SIGTERM/SIGUSR1) and the time cadence
+                decision = self.control.poll()
+                if decision.stop:
                     pause()
-                    self.save_checkpoint("every")
+                    self._preempted(decision.stop, saved_at)
+                every = self.interval.steps and self.global_step % self.interval.steps == 0
+                if (every or decision.save) and not last:
+                    pause()
+                    self.save_checkpoint("every" if every else "interval")
                     saved_at = self.global_step
                     resume()
                 if a.sync_check_every and self.global_step % a.sync_check_every == 0 and self.distributed \
@@ -544,7 +610,7 @@ class Run:
                 emit(rec)
             if bar:
                 bar.close()
-            completed = self.step_in_epoch >= self.steps_per_epoch
+            completed = self.step_in_epoch >= self.epoch_steps
             ep_time = time.perf_counter() - t_epoch
             if seen:
                 loss_sum, correct = self.acc.tolist()
@@ -563,6 +629,7 @@ class Run:
                           test_acc=test_acc, test_loss=test_loss, gpu_util=self.gpu.mean_util(),
                           gpu_mem_gb=self.gpu.mem_gb())
                 self.metrics.write("epoch", **ev)
+                self.segment, self.epoch_steps = None, self.steps_per_epoch
                 self.say(f"epoch {epoch + 1}/{a.epochs} done in {ep_time:.2f}s: train loss {train_loss:.4f} "
                          f"acc {train_acc:.4f}" + (f", test acc {test_acc:.4f}" if test_acc is not None else ""))
             if saved_at != self.global_step and (completed or stop):
@@ -570,6 +637,8 @@ class Run:
                 saved_at = self.global_step
             resume()
         pause()
+        self.control.drain()
+        self.control.uninstall()
         if test_acc is None and not a.no_eval and sync_res is None:
             test_acc, test_loss = self.evaluate()
         if sync_res is None:
@@ -603,8 +672,31 @@ class Run:
             sys.stdout.flush()
         return code
 
-    def _debug_hooks(self):
+    def _preempted(self, signame, saved_at):
+        """All ranks agreed to stop at this step: save here (once) and leave with the retryable code."""
+        path = None
+        if self.args.output_dir:
+            path = self.save_checkpoint("preempt") if saved_at != self.global_step else \
+                ckpt_mod.list_checkpoints(self.args.output_dir)[-1] if self.is0 else None
+        if self.is0:
+            self.metrics.write("preempted", signal=signame, step=self.global_step, checkpoint=path)
+            self.metrics.close()
+        where = (f"checkpoint {path} saved" if path else "checkpoint saved by rank 0") if self.args.output_dir \
+            else "no checkpoint (no --output-dir)"
+        self.control.uninstall()
+        raise Preempted(f"{signame} at step {self.global_step} (epoch {self.epoch + 1}); {where}; retryable "
+                        f"(exit {EXIT_PREEMPTED}): run again with --resume auto to continue from step "
+                        f"{self.global_step}")
+
+    def _debug_hooks(self, epoch=0):
         a = self.args
+        if a.debug_sample_log and getattr(self.loader, "last_indices", None) is not None:
+            os.makedirs(a.debug_sample_log, exist_ok=True)
+            with open(os.path.join(a.debug_sample_log, f"samples-rank{self.rank}.txt"), "a") as f:
+                f.write(f"{epoch} {self.step_in_epoch} {self.world} "
+                        + ",".join(map(str, self.loader.last_indices.tolist())) + "\n")
+        if a.debug_step_sleep:
+            time.sleep(a.debug_step_sleep)
         if a.debug_perturb_rank is not None and self.rank == a.debug_perturb_rank and self.global_step == 1:
             with torch.no_grad():
                 next(self.core.parameters()).add_(1e-3)

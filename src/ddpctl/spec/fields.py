@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ddpctl import rules
 from ddpctl.spec import checks as c
@@ -45,6 +45,19 @@ class Field:
     check: Check  # (checker, key path, raw value) -> model value, or a one-line SpecError
     flag: Flag | None = None
     dump: Callable[[Any], Any] | None = None  # model value -> plain data (spec_to_dict); default: tuple -> list
+    # A valid value other than the default, and the other keys it needs: tests/unit/test_targets.py sets it on
+    # every target and expects it honoured (the output changes) or refused with a reason.
+    sample: Any = None
+    needs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def sample_data(self) -> dict[str, Any]:
+        """``needs`` plus this field at ``sample``, as spec data (a section option nested in its section)."""
+        data = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.needs.items()}
+        if self.section:
+            data.setdefault(self.section, {})[self.key.split(".", 1)[1]] = self.sample
+        else:
+            data[self.key] = self.sample
+        return data
 
     @property
     def param(self) -> str:
@@ -105,102 +118,154 @@ _K8S = ("pytorchjob", "trainjob")
 # The order of the flagged entries is the order of the flags in --help.
 _TABLE: list[Field] = [
     Field("name", lambda ck, p, v: c.job_name(ck, p, v, MAX_NAME_LEN),
-          Flag(("--name",), str, "Job name (DNS-1035 label).")),
+          Flag(("--name",), str, "Job name (DNS-1035 label)."),
+          sample="sample-job"),
     Field("image", lambda ck, p, v: ck.rule(p, rules.image_ref, ck.string(p, v)),
-          Flag(("--image",), str, "Container image.")),
-    Field("nodes", _int(1, MAX_NODES), Flag(("--nodes", "-n"), int, "Number of nodes.")),
+          Flag(("--image",), str, "Container image."),
+          sample="example.com/team/img:1", needs={"slurm": {"container": "pyxis"}}),
+    Field("nodes", _int(1, MAX_NODES), Flag(("--nodes", "-n"), int, "Number of nodes."),
+          sample=2),
     Field("gpus_per_node", _int(0, MAX_GPUS_PER_NODE),
-          Flag(("--gpus-per-node", "-g"), int, "GPUs per node (0 = CPU).")),
+          Flag(("--gpus-per-node", "-g"), int, "GPUs per node (0 = CPU)."),
+          sample=2),
     Field("nproc_per_node", _int(1, 256),
-          Flag(("--nproc-per-node",), int, "Processes per node (default: GPUs per node, or 1 on CPU).")),
-    Field("backend", _choice("auto", "nccl", "gloo"), Flag(("--backend",), str, "auto | nccl | gloo.")),
-    Field("port", _int(1024, 65535), Flag(("--port",), int, "Master / rendezvous port.")),
-    Field("env", c.env, Flag(("--env", "-e"), list, "KEY=VALUE, repeatable."), dump=dict),
+          Flag(("--nproc-per-node",), int, "Processes per node (default: GPUs per node, or 1 on CPU)."),
+          sample=3),
+    Field("backend", _choice("auto", "nccl", "gloo"), Flag(("--backend",), str, "auto | nccl | gloo."),
+          sample="gloo", needs={"gpus_per_node": 1}),
+    Field("port", _int(1024, 65535), Flag(("--port",), int, "Master / rendezvous port."),
+          sample=29600),
+    Field("env", c.env, Flag(("--env", "-e"), list, "KEY=VALUE, repeatable."), dump=dict,
+          sample={"SAMPLE": "1"}),
     Field("secret_env", c.secret_env,
           Flag(("--secret-env",), list,
                "NAME[=SECRET[:KEY]], repeatable: NAME's value never lands in a file; Kubernetes reads it from "
                "Secret SECRET (key KEY, default NAME), compose/up/Slurm from the caller's environment."),
           dump=lambda value: {e.name: (None if e.secret is None else e.secret + (f":{e.key}" if e.key else ""))
-                              for e in value}),
+                              for e in value},
+          sample={"HF_TOKEN": "hf:token"}),
     Field("volumes", c.volumes, Flag(("--volume", "-v"), list, "SOURCE:TARGET[:ro], repeatable.", param="volume"),
-          dump=lambda value: [str(v) for v in value]),
+          dump=lambda value: [str(v) for v in value],
+          sample=["/data:/data:ro"], needs={"slurm": {"container": "pyxis"}}),
     Field("shm_size", _size,
-          Flag(("--shm-size",), str, "Private /dev/shm of this size (e.g. 16g) instead of ipc: host.")),
-    Field("ipc", _choice("host", "private"), Flag(("--ipc",), str, "host | private.")),
+          Flag(("--shm-size",), str, "Private /dev/shm of this size (e.g. 16g) instead of ipc: host."),
+          sample="1g"),
+    Field("ipc", _choice("host", "private"), Flag(("--ipc",), str, "host | private."),
+          sample="private"),
     Field("network", _choice("bridge", "host"),
-          Flag(("--network",), str, "bridge (one host, private network) | host (multi-host).")),
+          Flag(("--network",), str, "bridge (one host, private network) | host (multi-host)."),
+          sample="host"),
     Field("hosts", lambda ck, p, v: ck.str_list(p, v, c.HOST_RE, "a host name or IP address"),
           Flag(("--hosts",), str, "Comma-separated host addresses, one per node, master first (multi-host).",
-               commands=("compose", "pytorchjob", "trainjob", "slurm"))),
+               commands=("compose", "pytorchjob", "trainjob", "slurm")),
+          sample=["node-a"], needs={"network": "host"}),
     Field("max_restarts", _int(0, 100), Flag(
         ("--max-restarts",), int, "Restarts after a node fails with a retryable exit code (>= 128: killed, OOM, "
         "lost peer) before the job fails; 0 (default): fail at once. up: the whole job restarts and resumes from "
-        "its last checkpoint in /checkpoints (docs/fault-tolerance.md).")),
+        "its last checkpoint in /checkpoints (docs/fault-tolerance.md)."),
+          sample=2),
     Field("device_ids", lambda ck, p, v: tuple(ck.rule(p, rules.device_id, x) for x in ck.str_list(p, v)),
-          Flag(("--device-ids",), str, "Comma-separated host GPU ids to split across nodes.")),
+          Flag(("--device-ids",), str, "Comma-separated host GPU ids to split across nodes."),
+          sample=["1"], needs={"gpus_per_node": 1}),
     Field("workdir", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v), what="workdir"),
           Flag(("--workdir",), str,
-               "Host directory mounted at /workspace and used as working directory (e.g. '.').")),
+               "Host directory mounted at /workspace and used as working directory (e.g. '.')."),
+          sample="/srv/code"),
     Field("user", _string(c.USER_RE, "a user such as 1000:1000, 1000 or root"),
           Flag(("--user",), str,
                "uid[:gid] or name the containers run as, e.g. root (up: the caller's uid:gid when a host "
                "directory is mounted, so files written through --workdir/--volume are yours; compose: only when "
-               "given).")),
-    Field("command", c.command),  # the positional words after '--' (cli/specopts.py: Command)
-    Field("master_addr", _string(c.HOST_RE, "a host name or IP address")),
-    Field("memlock", _bool),
-    Field("cpus_per_node", c.cpus),
-    Field("memory_per_node", _size),
+               "given)."),
+          sample="1000:1000"),
+    Field("command", c.command,
+          sample=["python", "train.py"]),  # the positional words after '--' (cli/specopts.py: Command)
+    Field("master_addr", _string(c.HOST_RE, "a host name or IP address"),
+          sample="10.0.0.1", needs={"network": "host"}),
+    Field("memlock", _bool,
+          sample=True),
+    Field("cpus_per_node", c.cpus,
+          sample=2),
+    Field("memory_per_node", _size,
+          sample="4g"),
     # ---- nccl:
     Field("nccl", _section("nccl"), dump=_dump_section),
-    Field("nccl.socket_ifname", _string(c.IFNAME_RE, "a network interface name such as eth0")),
+    Field("nccl.socket_ifname", _string(c.IFNAME_RE, "a network interface name such as eth0"),
+          sample="eth0"),
     Field("nccl.debug", lambda ck, p, v: ck.choice(p, str(v).upper() if isinstance(v, str) else v,
-                                                   ("VERSION", "WARN", "INFO", "TRACE"))),
-    Field("nccl.ib_disable", _bool),
+                                                   ("VERSION", "WARN", "INFO", "TRACE")),
+          sample="INFO"),
+    Field("nccl.ib_disable", _bool,
+          sample=True),
     # ---- kubernetes: (PyTorchJob, TrainJob)
     Field("kubernetes", _section("kubernetes"), dump=_dump_section),
     Field("kubernetes.namespace", c.k8s_name(rules.dns1123_label, "namespace"),
-          Flag(("--namespace",), str, "metadata.namespace.", commands=_K8S)),
+          Flag(("--namespace",), str, "metadata.namespace.", commands=_K8S),
+          sample="ml"),
     Field("kubernetes.restart_policy", _choice("OnFailure", "ExitCode", "Never"),
-          Flag(("--restart-policy",), str, "OnFailure | ExitCode | Never (PyTorchJob).", commands=("pytorchjob",))),
-    Field("kubernetes.backoff_limit", _int(0, 1000)),
-    Field("kubernetes.clean_pod_policy", _choice("Running", "All", "None")),
-    Field("kubernetes.ttl_seconds_after_finished", _int(0, rules.INT32_MAX)),
-    Field("kubernetes.active_deadline_seconds", _int(1, rules.INT64_MAX)),
+          Flag(("--restart-policy",), str, "OnFailure | ExitCode | Never (PyTorchJob).", commands=("pytorchjob",)),
+          sample="Never"),
+    Field("kubernetes.backoff_limit", _int(0, 1000),
+          sample=5),
+    Field("kubernetes.clean_pod_policy", _choice("Running", "All", "None"),
+          sample="All"),
+    Field("kubernetes.ttl_seconds_after_finished", _int(0, rules.INT32_MAX),
+          sample=60),
+    Field("kubernetes.active_deadline_seconds", _int(1, rules.INT64_MAX),
+          sample=600),
     Field("kubernetes.gang", _bool,
           Flag(("--gang",), bool, "Gang scheduling: runPolicy.schedulingPolicy.minAvailable = nodes.",
-               commands=("pytorchjob",))),
+               commands=("pytorchjob",)),
+          sample=True),
     Field("kubernetes.scheduler_name", c.k8s_name(rules.dns1123_subdomain, "scheduler name"),
-          Flag(("--scheduler-name",), str, "Pod schedulerName (e.g. volcano).", commands=("pytorchjob",))),
+          Flag(("--scheduler-name",), str, "Pod schedulerName (e.g. volcano).", commands=("pytorchjob",)),
+          sample="volcano"),
     Field("kubernetes.queue", c.k8s_name(rules.dns1123_subdomain, "queue name"),
-          Flag(("--queue",), str, "schedulingPolicy.queue (Volcano).", commands=("pytorchjob",))),
-    Field("kubernetes.priority_class", c.k8s_name(rules.dns1123_subdomain, "priority class name")),
+          Flag(("--queue",), str, "schedulingPolicy.queue (Volcano).", commands=("pytorchjob",)),
+          sample="q1"),
+    Field("kubernetes.priority_class", c.k8s_name(rules.dns1123_subdomain, "priority class name"),
+          sample="high"),
     Field("kubernetes.kueue_queue", c.k8s_name(rules.dns1123_subdomain, "Kueue LocalQueue name", label_value=True),
-          Flag(("--kueue-queue",), str, "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).", commands=_K8S)),
-    Field("kubernetes.istio_sidecar", _bool),
-    Field("kubernetes.node_selector", c.node_selector, dump=dict),
-    Field("kubernetes.tolerations", c.tolerations, dump=lambda value: [dict(t) for t in value]),
+          Flag(("--kueue-queue",), str, "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).", commands=_K8S),
+          sample="team-a"),
+    Field("kubernetes.istio_sidecar", _bool,
+          sample=True),
+    Field("kubernetes.node_selector", c.node_selector, dump=dict,
+          sample={"gpu": "a100"}),
+    Field("kubernetes.tolerations", c.tolerations, dump=lambda value: [dict(t) for t in value],
+          sample=[{"key": "gpu", "operator": "Exists"}]),
     Field("kubernetes.service_account", c.k8s_name(rules.dns1123_subdomain, "service account name"),
-          Flag(("--service-account",), str, "Pod serviceAccountName.", commands=_K8S)),
+          Flag(("--service-account",), str, "Pod serviceAccountName.", commands=_K8S),
+          sample="trainer"),
     Field("kubernetes.runtime", c.k8s_name(rules.dns1123_subdomain, "ClusterTrainingRuntime name"),
           Flag(("--runtime",), str, "ClusterTrainingRuntime name (default torch-distributed).",
-               commands=("trainjob",))),
-    Field("kubernetes.shm_size", _size),
+               commands=("trainjob",)),
+          sample="my-runtime"),
+    Field("kubernetes.shm_size", _size,
+          sample="2g"),
     # ---- slurm:
     Field("slurm", _section("slurm"), dump=_dump_section),
-    Field("slurm.partition", _string(), Flag(("--partition",), str, "#SBATCH --partition.", commands=("slurm",))),
-    Field("slurm.account", _string(), Flag(("--account",), str, "#SBATCH --account.", commands=("slurm",))),
-    Field("slurm.qos", _string(), Flag(("--qos",), str, "#SBATCH --qos.", commands=("slurm",))),
+    Field("slurm.partition", _string(), Flag(("--partition",), str, "#SBATCH --partition.", commands=("slurm",)),
+          sample="gpu"),
+    Field("slurm.account", _string(), Flag(("--account",), str, "#SBATCH --account.", commands=("slurm",)),
+          sample="acct"),
+    Field("slurm.qos", _string(), Flag(("--qos",), str, "#SBATCH --qos.", commands=("slurm",)),
+          sample="high"),
     Field("slurm.time", _string(c.SLURM_TIME_RE, "a Slurm time such as 02:00:00 or 1-00:00:00"),
-          Flag(("--time",), str, "#SBATCH --time, e.g. 02:00:00.", commands=("slurm",))),
-    Field("slurm.cpus_per_task", _int(1, 100_000)),
-    Field("slurm.mem", _string(c.SLURM_MEM_RE, "a Slurm memory size such as 64G")),
+          Flag(("--time",), str, "#SBATCH --time, e.g. 02:00:00.", commands=("slurm",)),
+          sample="01:00:00"),
+    Field("slurm.cpus_per_task", _int(1, 100_000),
+          sample=4),
+    Field("slurm.mem", _string(c.SLURM_MEM_RE, "a Slurm memory size such as 64G"),
+          sample="64G"),
     Field("slurm.container", _choice("none", "pyxis", "apptainer"),
-          Flag(("--container",), str, "none | pyxis | apptainer.", commands=("slurm",))),
+          Flag(("--container",), str, "none | pyxis | apptainer.", commands=("slurm",)),
+          sample="pyxis"),
     Field("slurm.container_image", lambda ck, p, v: ck.rule(p, rules.container_image, ck.string(p, v)),
           Flag(("--container-image",), str, "Image for pyxis/apptainer (default: the job image).",
-               commands=("slurm",))),
-    Field("slurm.output", _string()),
+               commands=("slurm",)),
+          sample="nvcr.io#nvidia/pytorch:25.08-py3", needs={"slurm": {"container": "pyxis"}}),
+    Field("slurm.output", _string(),
+          sample="out-%j.txt"),
 ]
 
 FIELDS: dict[str, Field] = {f.key: f for f in _TABLE}
