@@ -164,6 +164,28 @@ def test_chaos_three_random_kills_end_bit_identical_to_an_uninterrupted_run(engi
     assert labelled(engine, job_name) == ([], []) and _volumes(engine, job_name) == []
 
 
+def test_docker_stop_of_a_node_checkpoints_first_and_the_restart_loses_nothing(engine, cpu_image, job_name):
+    """SIGTERM (docker stop, as an eviction or a preemption sends it): ddp-train saves at the next step and
+    exits 143, a retryable code, so the job restarts from exactly that step."""
+    run = Live("--name", job_name, "--image", cpu_image, "--nodes", "2", "--max-restarts", "1", "--", "ddp-train",
+               "--train-size", "4096", "--epochs", "1", "--no-eval", "--log-interval", "1",
+               "--checkpoint-every", "50")
+    try:
+        _, line = run.wait_for(lambda n, s: (m := STEP_LINE.match(s)) is not None and int(m.group(1)) >= 3)
+        shown = int(STEP_LINE.match(line).group(1))
+        engine.containers.get(f"{job_name}-node-1").stop(timeout=60)
+        _, line = run.wait_for(lambda n, s: n == "err" and s.startswith("restart 1/1: "))
+        assert "exited with code 143" in line
+        _, line = run.wait_for(lambda n, s: bool(RESUMED.search(s)))
+        # at or past every step shown before the stop: the SIGTERM checkpoint (every 50 would have been step 0)
+        assert int(RESUMED.search(line).group(1)) >= shown
+        rc = run.finish()
+    finally:
+        run.kill()
+    assert rc == 0, run.text("err")[-2000:]
+    assert ddpctl("down", job_name).returncode == 0
+
+
 def test_a_permanent_exit_code_is_not_restarted(engine, cpu_image, job_name):
     proc = ddpctl("up", "--name", job_name, "--image", cpu_image, "--nodes", "2", "--max-restarts", "2", "--",
                   "ddp-train", "--checkpoint-every", "2", "--debug-exit-rank", "1", "--debug-exit-step", "3",
