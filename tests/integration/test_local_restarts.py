@@ -128,8 +128,9 @@ def test_chaos_three_random_kills_end_bit_identical_to_an_uninterrupted_run(engi
             node = rng.randrange(2)
             t_kill = time.monotonic()
             engine.containers.get(f"{job_name}-node-{node}").kill()
-            said = f"restart {k + 1}/3: node {node} "
-            run.wait_for(lambda n, s, said=said: n == "err" and s.startswith(said))
+            said = f"restart {k + 1}/3: "
+            _, line = run.wait_for(lambda n, s, said=said: n == "err" and s.startswith(said))
+            assert line.startswith(f"{said}node {node} "), line  # the root cause is the killed node
             _, line = run.wait_for(lambda n, s: bool(RESUMED.search(s)))
             resumed = int(RESUMED.search(line).group(1))
             t_step, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)))
