@@ -115,6 +115,10 @@ class MemoryEngine(Engine):
     def create_network(self, name, labels): raise AssertionError("no networks with host networking")
     def remove_network(self, id_or_name) -> None: ...
     def networks(self, label=None, name=None) -> list[NetworkInfo]: return []
+    def create_volume(self, name, labels): raise AssertionError("no checkpoint volume without max_restarts")
+    def remove_volume(self, name) -> None: ...
+    def volumes(self, label=None, name=None): return []
+    def chown_volume(self, name, image, owner, target) -> None: ...
 
     def create_container(self, request):
         if self.fail_create:
@@ -159,7 +163,7 @@ def test_node_i_goes_to_host_i_and_calls_follow_the_container():
     rows = executor.list_nodes(HostsEngine([NamedEngine("A", a), NamedEngine("B", b)]), "mh")
     assert [(r.rank, r.host) for r in rows] == [(0, "A"), (1, "B")]
     assert b"log of mh-node-1" in b"".join(engine.logs(job.ids[1]))
-    assert executor.remove_job(HostsEngine([NamedEngine("A", a), NamedEngine("B", b)]), "mh") == (2, 0)
+    assert executor.remove_job(HostsEngine([NamedEngine("A", a), NamedEngine("B", b)]), "mh") == (2, 0, 0)
     assert not a.box and not b.box
 
 

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 from ddpctl.errors import EngineError
 from ddpctl.launch import LABEL_NODE_RANK
-from ddpctl.local.engine import ContainerInfo, Engine, NetworkInfo
+from ddpctl.local.engine import ContainerInfo, Engine, NetworkInfo, VolumeInfo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +83,34 @@ class HostsEngine(Engine):
 
     def networks(self, label: str | None = None, name: str | None = None) -> list[NetworkInfo]:
         return [n for h in self.hosts for n in h.engine.networks(label=label, name=name)]
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> str:
+        """The volume on every host (each node mounts its own host's copy); all or none."""
+        made: list[NamedEngine] = []
+        try:
+            for h in self.hosts:
+                h.engine.create_volume(name, labels)
+                made.append(h)
+        except BaseException:
+            for h in made:
+                try:
+                    h.engine.remove_volume(name)
+                except Exception:  # noqa: BLE001 - the first error matters more
+                    pass
+            raise
+        return name
+
+    def remove_volume(self, name: str) -> None:
+        for h in self.hosts:
+            if h.engine.volumes(name=name):
+                h.engine.remove_volume(name)
+
+    def volumes(self, label: str | None = None, name: str | None = None) -> list[VolumeInfo]:
+        return [v for h in self.hosts for v in h.engine.volumes(label=label, name=name)]
+
+    def chown_volume(self, name: str, image: str, owner: str, target: str) -> None:
+        for h in self.hosts:
+            h.engine.chown_volume(name, image, owner, target)
 
     def create_container(self, request: dict[str, Any]) -> str:
         rank = str((request.get("labels") or {}).get(LABEL_NODE_RANK, "0"))
