@@ -205,3 +205,13 @@ def test_missing_image_is_pulled_and_a_failed_pull_names_the_host():
     ctx = NamedEngine("gpu2", NoImage())
     with pytest.raises(UsageError, match="docker --context gpu2 load"):
         executor.ensure_image(ctx, "private/x:1")
+
+
+def test_restarts_on_several_hosts_need_a_shared_checkpoint_directory():
+    a, b = MemoryEngine(), MemoryEngine()
+    engine = HostsEngine([NamedEngine("A", a), NamedEngine("B", b)])
+    spec = load_spec(None, {"name": "mh", "nodes": 2, "docker_hosts": "tcp://a:2376,tcp://b:2376",
+                            "hosts": "10.0.0.1,10.0.0.2", "max_restarts": 2})
+    with pytest.raises(UsageError, match="needs one checkpoint directory all of them see"):
+        executor.up_hosts(plan_local(spec, cwd=__import__("pathlib").Path("/")), engine, environ={})
+    assert not a.box and not b.box
