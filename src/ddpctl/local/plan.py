@@ -125,6 +125,11 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
         raise UnsupportedFeature(
             "ddpctl up", "hosts", "it starts every node on this one host",
             "render one compose file per host with 'ddpctl render compose --hosts ...' and run each there")
+    if spec.elastic:
+        raise UnsupportedFeature(
+            "ddpctl up", f"nodes {spec.nodes_range}", "it starts a fixed set of containers on this one host",
+            f"give a fixed node count (--nodes {spec.nodes}; --max-restarts recovers lost nodes), or render a "
+            "pytorchjob or slurm script for an elastic job")
     host_network = spec.network == "host"
     network = None if host_network else launch.network_name(spec)
     mounts = [_mount(v.host_source, v.target, v.read_only, cwd) for v in spec.volumes]

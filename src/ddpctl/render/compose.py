@@ -22,8 +22,13 @@ from ddpctl.spec import JobSpec, format_size
 
 TARGET = "compose"
 
-# Compose honours every core spec feature; the kubernetes/slurm sections do not apply to it.
-UNSUPPORTED: tuple[Unsupported, ...] = ()
+# Compose honours every core spec feature but elastic node counts; the kubernetes/slurm sections do not apply.
+UNSUPPORTED: tuple[Unsupported, ...] = (
+    Unsupported("nodes MIN:MAX", lambda s: s.elastic,
+                "a compose file starts a fixed set of services with a static rendezvous at node 0, while "
+                "torchrun's elastic c10d rendezvous needs nodes that may come and go",
+                "give a fixed node count (restarts: max_restarts), or render a pytorchjob or a slurm script"),
+)
 
 
 def _root_user(user: str) -> bool:

@@ -108,7 +108,10 @@ _TABLE: list[Field] = [
           Flag(("--name",), str, "Job name (DNS-1035 label).")),
     Field("image", lambda ck, p, v: ck.rule(p, rules.image_ref, ck.string(p, v)),
           Flag(("--image",), str, "Container image.")),
-    Field("nodes", _int(1, MAX_NODES), Flag(("--nodes", "-n"), int, "Number of nodes.")),
+    Field("nodes", c.nodes,
+          Flag(("--nodes", "-n"), str, "Number of nodes, or MIN:MAX for an elastic job (torchrun c10d, "
+               "--nnodes MIN:MAX; PyTorchJob elasticPolicy, Slurm --nodes=MIN-MAX).")),
+    Field("min_nodes", _int(1, MAX_NODES)),
     Field("gpus_per_node", _int(0, MAX_GPUS_PER_NODE),
           Flag(("--gpus-per-node", "-g"), int, "GPUs per node (0 = CPU).")),
     Field("nproc_per_node", _int(1, 256),
@@ -198,6 +201,12 @@ _TABLE: list[Field] = [
           Flag(("--container-image",), str, "Image for pyxis/apptainer (default: the job image).",
                commands=("slurm",))),
     Field("slurm.output", _string()),
+    Field("slurm.requeue", _bool,
+          Flag(("--requeue",), bool, "#SBATCH --requeue; after a --signal-seconds checkpoint the job requeues "
+               "itself and resumes (ddp-train: --resume auto).", commands=("slurm",))),
+    Field("slurm.signal_seconds", _int(10, 86_400),
+          Flag(("--signal-seconds",), int, "#SBATCH --signal=B:USR1@SECONDS: the training stops at a checkpoint "
+               "that long before the time limit.", commands=("slurm",))),
 ]
 
 FIELDS: dict[str, Field] = {f.key: f for f in _TABLE}
