@@ -26,6 +26,9 @@ fi
 bash "$(dirname "$0")/ci-setup-slurm.sh"
 # ---- end Slurm
 
+# ---- the image registry for the workspace-image tests (issue 10)
+bash "$(dirname "$0")/ci-setup-registry.sh"
+
 engine_up() { docker info >/dev/null 2>&1; }
 
 if engine_up; then

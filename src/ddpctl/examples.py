@@ -11,8 +11,9 @@ from pathlib import Path
 
 from ddpctl.render import render_files
 from ddpctl.spec import load_spec
+from ddpctl.targets import REGISTRY, render_targets
 
-OUTPUT_DIRS = ("compose", "k8s", "slurm")
+OUTPUT_DIRS = tuple(dict.fromkeys(REGISTRY[t].examples for t in render_targets()))  # compose, k8s, slurm
 
 # example -> targets it is rendered for (multi-host lists hosts, which Kubernetes targets cannot honour)
 EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -24,11 +25,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 
 def _dest(example: str, target: str, name: str) -> Path:
-    if target == "compose":  # compose.yaml -> <example>.yaml, compose.node-1.yaml -> <example>.node-1.yaml
-        return Path("compose") / (example + name[len("compose"):])
-    if target in ("pytorchjob", "trainjob"):
-        return Path("k8s") / f"{example}.{target}.yaml"
-    return Path("slurm") / f"{example}.sbatch"
+    return Path(REGISTRY[target].example_file(example, name))
 
 
 def plan(root: Path) -> dict[Path, str]:

@@ -67,3 +67,33 @@ def job_name(engine):
     ddpctl("down", name)
 
 
+
+def _registry(tmp_path_factory, engine, **kw):
+    import registry as reg
+
+    problem = reg.missing()
+    if problem:
+        if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"no registry: {problem}")
+        pytest.skip(f"no registry: {problem}")
+    if kw.get("host", "127.0.0.1") == "127.0.0.1" and not reg.engine_trusts_loopback(engine):
+        pytest.fail("the Docker Engine does not list 127.0.0.0/8 under insecure-registries (its default); "
+                    "add it to /etc/docker/daemon.json")
+    r = reg.Registry(tmp_path_factory.mktemp("registry"), **kw).start()
+    return r
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory, engine):
+    """A real registry (Debian's docker-registry) on a free loopback port, stopped after the session."""
+    r = _registry(tmp_path_factory, engine)
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory, engine):
+    """The same with htpasswd auth: pushes need credentials in the Docker config."""
+    r = _registry(tmp_path_factory, engine, auth=True)
+    yield r
+    r.stop()

@@ -27,3 +27,28 @@ def labelled(client, job: str) -> tuple[list[str], list[str]]:
     f = {"label": f"ddpctl.job={job}"}
     return ([c.name for c in client.containers.list(all=True, filters=f)],
             [n.name for n in client.networks.list(filters=f)])
+
+
+def make_wheel(dest: Path, name: str, version: str, source: str) -> Path:
+    """A pure-Python wheel of one module ``name`` (written by hand: the wheel format is a zip with METADATA,
+    WHEEL and RECORD), so a test can serve a requirement from a wheelhouse of its own, offline."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = f"{name}-{version}.dist-info"
+    files = {f"{name}.py": source.encode(),
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: ddpctl-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = ("\n".join(record) + "\n").encode()
+    dest.mkdir(parents=True, exist_ok=True)
+    wheel = dest / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, data in files.items():
+            zf.writestr(zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    return wheel

@@ -13,7 +13,7 @@ from ddpctl.cli.app import app
 
 image_app = typer.Typer(
     name="image",
-    help="Build and check ddp-train images.\n\nExample:\n\n  ddpctl image base && ddpctl image build --cpu "
+    help="Build, push and check ddp-train and workspace images.\n\nExample:\n\n  ddpctl image base && ddpctl image build --cpu "
     "--wheelhouse wheelhouse && ddpctl image check ddpctl/ddp-train:cpu",
     no_args_is_help=True,
 )
@@ -53,25 +53,95 @@ def build(
                                                                        "none.")] = "2.13.0",
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when the image is up to date.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the layer cache (cold build).")] = False,
+    workdir: Annotated[Optional[Path], typer.Option("--workdir", help="Build a workspace image instead: this "
+                                                    "directory's files at /workspace on the ddp-train image (or "
+                                                    "--base), tagged by content.", show_default=False)] = None,
+    requirements: Annotated[Optional[Path], typer.Option("--requirements", help="With --workdir: pip requirements "
+                                                         "to install (default: DIR/requirements.txt if present).",
+                                                         show_default=False)] = None,
+    push: Annotated[bool, typer.Option("--push", help="With --workdir: push the image (--tag names the "
+                                                      "registry) and print it by digest.")] = False,
 ) -> None:
-    """Build the ddp-train image with the Docker SDK (streamed progress on stderr; prints the tag).
+    """Build the ddp-train image, or with --workdir a workspace image of your own code, with the Docker SDK
+    (streamed progress on stderr; prints the tag, or REPO@sha256:... with --push).
 
-    Skips the build when an image with the same inputs (base, Dockerfile, wheel, wheelhouse) exists.
+    Skips the build when an image with the same inputs exists (ddp-train: base, Dockerfile, wheel,
+    wheelhouse; workspace: base, requirements, the directory's files). A workspace image is the directory's
+    files (less .git, virtualenvs, __pycache__, bench reports and what DIR/.dockerignore lists) copied to
+    /workspace, on a cached layer with the requirements installed by pip from --wheelhouse / --index-url;
+    its tag is REPO:ws-<content hash> unless --tag gives REPO:TAG.
 
     Examples:
 
       ddpctl image build --cpu --wheelhouse wheelhouse
 
       ddpctl image build --index-url https://mirror.example/simple --ca-file corp-ca.pem
+
+      ddpctl image build --cpu --workdir . --wheelhouse wheelhouse --tag 127.0.0.1:5000/me/proj --push
     """
     from ddpctl import images
 
     _image_ref(base, "--base")
     _image_ref(tag, "--tag")
+    if workdir is not None:
+        _build_workspace(workdir, requirements=requirements, base=base, tag=tag, cpu=cpu, wheelhouse=wheelhouse,
+                         index_url=index_url, ca_file=ca_file, push=push, force=force)
+        return
+    from ddpctl.errors import UsageError
+
+    if requirements is not None or push:
+        raise UsageError(f"{'--requirements' if requirements is not None else '--push'} applies to workspace "
+                         "images only", "add --workdir DIR, or push the ddp-train image with 'ddpctl image push'")
     plan = images.build_plan(cpu=cpu, base=base, tag=tag, wheelhouse=wheelhouse, index_url=index_url,
                              ca_file=ca_file, torch_version=torch_version)
     result = images.build_image(plan, force=force, nocache=no_cache)
     typer.echo(result.tag)
+
+
+def _build_workspace(workdir: Path, *, requirements, base, tag, cpu, wheelhouse, index_url, ca_file, push,
+                     force) -> None:
+    from ddpctl.images import workspace as ws
+    from ddpctl.images.plans import build_plan
+    from ddpctl.images.wsbuild import build_workspace
+
+    # the same pip source checks (and messages) as the ddp-train build
+    plan = build_plan(cpu=cpu, base=base, wheelhouse=wheelhouse, index_url=index_url, ca_file=ca_file)
+    source = ws.scan(workdir, requirements)
+    repository, version = ws.split_ref(tag) if tag else (ws.default_repository(source.root), None)
+    if push and ws.registry_of(repository) is None:
+        from ddpctl.errors import UsageError
+
+        raise UsageError(f"--push needs a registry in --tag (got {repository!r})",
+                         "pass e.g. --tag registry.example:5000/team/project")
+    built = build_workspace(source, base=plan.tag if base is None else base, repository=repository, tag=version,
+                            pip=ws.PipOptions(wheelhouse, index_url, ca_file), force=force)
+    if push:
+        from ddpctl.images.push import push_image
+
+        typer.echo(push_image(built.tag))
+    else:
+        typer.echo(built.tag)
+
+
+@image_app.command("push")
+def push(
+    ref: Annotated[str, typer.Argument(help="Local image to push, REPO:TAG (REPO names the registry).",
+                                       show_default=False)],
+) -> None:
+    """Push REF through the Docker Engine with streamed progress; prints REPO@sha256:... (the digest the
+    registry stored).
+
+    Credentials come from your Docker config (docker login). A plain-HTTP registry is used only when the
+    Docker Engine lists it under insecure-registries (127.0.0.0/8 is there by default).
+
+    Example:
+
+      ddpctl image push 127.0.0.1:5000/me/proj:ws-0123456789abcdef
+    """
+    from ddpctl.images.push import push_image
+
+    _image_ref(ref, "REF")
+    typer.echo(push_image(ref))
 
 
 @image_app.command("base")

@@ -18,6 +18,7 @@ import typer
 
 from ddpctl.cli import specopts as so
 from ddpctl.cli.app import app
+from ddpctl.targets import REGISTRY, render_targets
 
 render_app = typer.Typer(
     name="render",
@@ -33,27 +34,6 @@ Output = Annotated[Optional[str], typer.Option(  # str: a Path would drop the tr
     "-o", "--output", show_default=False,
     help="Write to this file instead of stdout ('-'); DIR/ gets the default file names. Replaces only regular "
     "files, atomically.")]
-
-_EXAMPLES = {
-    "compose": "Render docker-compose file(s): one service per node on a private network, or one file per "
-    "host (host networking) when the spec lists several hosts.\n\n\b\nExamples:\n"
-    "  ddpctl render compose -n 2 -g 2\n"
-    "  ddpctl render compose -f examples/single-node-2gpu.yaml -o compose.yaml\n"
-    "  ddpctl render compose -f examples/multi-host.yaml -o out/   (writes out/compose.node-<i>.yaml)\n"
-    "  ddpctl render compose -n 2 -- python train.py --epochs 3",
-    "pytorchjob": "Render a Kubeflow PyTorchJob (kubeflow.org/v1, Training Operator v1.9.4).\n\n\b\nExamples:\n"
-    "  ddpctl render pytorchjob -f examples/2x8-gpu.yaml --namespace ml\n"
-    "  ddpctl render pytorchjob -n 4 -g 8 --gang --scheduler-name volcano -o job.yaml",
-    "trainjob": "Render a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1, pinned to v2.3.0).\n\n"
-    "\b\nExamples:\n"
-    "  ddpctl render trainjob -f examples/2x8-gpu.yaml\n"
-    "  ddpctl render trainjob -n 2 -g 8 --kueue-queue team-a -o trainjob.yaml",
-    "slurm": "Render an sbatch script: srun starts torchrun on every node, c10d rendezvous on the first host."
-    "\n\n\b\nExamples:\n"
-    "  ddpctl render slurm -f examples/2x8-gpu.yaml --partition gpu --time 02:00:00\n"
-    "  ddpctl render slurm -n 2 -g 8 --container pyxis -o job.sbatch -- python train.py",
-}
-
 
 def default_output_names(files: dict[str, str], output_arg: str) -> dict[Path, str]:
     """Where ``-o`` puts each rendered file.
@@ -128,7 +108,7 @@ def _run(target: str, kw: dict[str, Any]) -> None:
     placed = default_output_names(files, output)
     # `-o out/` names a directory, created (its parent must exist) only now that rendering succeeded.
     new_dir = (Path(output),) if output.endswith(("/", os.sep)) else ()
-    write_files(placed, mode=0o755 if target == "slurm" else 0o644, create_dirs=new_dir)
+    write_files(placed, mode=REGISTRY[target].file_mode, create_dirs=new_dir)
     for path in placed:
         print(f"wrote {path}", file=sys.stderr)
 
@@ -136,17 +116,17 @@ def _run(target: str, kw: dict[str, Any]) -> None:
 def _make_command(target: str) -> Callable[..., None]:
     """The options: the spec flags and the target's own options (the spec's field table), then -o, --validate."""
     own = [inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None)]
-    if target != "slurm":  # no schema for an sbatch script
+    if REGISTRY[target].schema:  # no schema for an sbatch script
         own.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, annotation=ValidateFlag,
                                      default=False))
 
     def command(**kw: Any) -> None:
         _run(target, kw)
 
-    command.__doc__ = _EXAMPLES[target]
+    command.__doc__ = REGISTRY[target].help
     command.__name__ = target
     return so.install(command, so.command_params(target, own))
 
 
-for _target in ("compose", "pytorchjob", "trainjob", "slurm"):
+for _target in render_targets():
     render_app.command(_target)(_make_command(_target))

@@ -14,8 +14,24 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ddpctl import launch
-from ddpctl.errors import UnsupportedFeature
 from ddpctl.spec import JobSpec, format_size
+from ddpctl.targets import Support, Unsupported
+
+# `ddpctl up` honours every core spec field; the kubernetes/slurm sections are other targets' options.
+SUPPORT = Support("ddpctl up", sections=("nccl",), honours=frozenset({
+    "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
+    "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "master_addr",
+    "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
+    "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
+}), unsupported=(
+    Unsupported("hosts", lambda s: s.multi_host, "it starts every node on this one host",
+                "render one compose file per host with 'ddpctl render compose --hosts ...' and run each there",
+                fields=()),
+    Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
+                "it starts a fixed set of containers on this one host",
+                "give a fixed node count (--max-restarts recovers lost nodes), or render a pytorchjob or slurm "
+                "script for an elastic job", fields=("min_nodes",)),
+))
 
 
 @dataclass(frozen=True)
@@ -121,15 +137,7 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
     they write there belong to the caller. Without a bind mount the image's user (root) stays: nothing the
     job writes reaches the host, and the image's own directories (``/workspace``) are root's.
     """
-    if spec.multi_host:
-        raise UnsupportedFeature(
-            "ddpctl up", "hosts", "it starts every node on this one host",
-            "render one compose file per host with 'ddpctl render compose --hosts ...' and run each there")
-    if spec.elastic:
-        raise UnsupportedFeature(
-            "ddpctl up", f"nodes {spec.nodes_range}", "it starts a fixed set of containers on this one host",
-            f"give a fixed node count (--nodes {spec.nodes}; --max-restarts recovers lost nodes), or render a "
-            "pytorchjob or slurm script for an elastic job")
+    SUPPORT.check(spec)
     host_network = spec.network == "host"
     network = None if host_network else launch.network_name(spec)
     mounts = [_mount(v.host_source, v.target, v.read_only, cwd) for v in spec.volumes]

@@ -1,39 +1,22 @@
 """Renderers: pure functions from a :class:`~ddpctl.spec.JobSpec` to manifests.
 
-Each target module exposes ``render(spec)`` (a dict, or ``str`` for Slurm) and ``UNSUPPORTED``, the spec
-features it cannot honour. :func:`check_supported` runs before anything is rendered, so a target that cannot
-do what the spec asks fails with :class:`~ddpctl.errors.UnsupportedFeature` instead of emitting something
-that silently differs. YAML text is produced only at the edge (:func:`to_yaml`, :func:`render_files`).
+Each target module exposes ``render(spec)`` (a dict, or ``str`` for Slurm), ``render_text(spec)`` (file name ->
+text) and ``SUPPORT`` (:class:`ddpctl.targets.Support`: the fields it honours, the ones it refuses and why).
+``SUPPORT.check`` runs before anything is rendered, so a target that cannot do what the spec asks fails with
+:class:`~ddpctl.errors.UnsupportedFeature` instead of emitting something that silently differs. The targets
+are listed once, in :data:`ddpctl.targets.REGISTRY`. YAML text is produced only at the edge (:func:`to_yaml`).
 
 Every command and env value comes from :mod:`ddpctl.launch` (one copy of the launch contract).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from ddpctl.errors import UnsupportedFeature
 from ddpctl.spec import JobSpec
+from ddpctl.targets import Unsupported, render_targets  # noqa: F401  (Unsupported: re-exported for targets)
 
-TARGETS = ("compose", "pytorchjob", "trainjob", "slurm")
-
-
-@dataclass(frozen=True)
-class Unsupported:
-    """A spec feature a target cannot honour: ``applies(spec)`` is true when the spec asks for it."""
-
-    feature: str
-    applies: Callable[[JobSpec], bool]
-    reason: str
-    fix: str
-
-
-def check_supported(target: str, spec: JobSpec, rules: tuple[Unsupported, ...]) -> None:
-    """Raise :class:`UnsupportedFeature` for the first rule the spec trips (before rendering)."""
-    for rule in rules:
-        if rule.applies(spec):
-            raise UnsupportedFeature(target, rule.feature, rule.reason, rule.fix)
+TARGETS = render_targets()
 
 
 def escape_dollars(value: Any) -> Any:
@@ -69,21 +52,8 @@ def render_files(target: str, spec: JobSpec) -> dict[str, str]:
     compose gives ``compose.yaml`` for one host, or ``compose.node-<i>.yaml`` per host for multi-host;
     pytorchjob/trainjob give ``<target>.yaml``; slurm gives ``job.sbatch``.
     """
-    if target == "compose":
-        from ddpctl.render import compose
+    from ddpctl import targets
 
-        files = compose.render_files(spec)
-        return {name: compose.header(spec, name) + to_yaml(doc) for name, doc in files.items()}
-    if target == "pytorchjob":
-        from ddpctl.render import pytorchjob
-
-        return {"pytorchjob.yaml": to_yaml(pytorchjob.render(spec))}
-    if target == "trainjob":
-        from ddpctl.render import trainjob
-
-        return {"trainjob.yaml": to_yaml(trainjob.render(spec))}
-    if target == "slurm":
-        from ddpctl.render import slurm
-
-        return {"job.sbatch": slurm.render(spec)}
-    raise ValueError(f"unknown target {target!r}")  # the CLI only offers TARGETS
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}")  # the CLI only offers TARGETS
+    return targets.render_files(target, spec)

@@ -5,13 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from ddpctl import launch, rules
-from ddpctl.render import Unsupported
 from ddpctl.spec import JobSpec, format_size
+from ddpctl.targets import Unsupported
 
 DSHM_VOLUME = "dshm"
 GPU_RESOURCE = "nvidia.com/gpu"
 ISTIO_ANNOTATION = "sidecar.istio.io/inject"
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+# What both Kubernetes targets carry into the pods. ipc: the pods' IPC namespace is always their own, with a
+# memory-backed /dev/shm of shm_size (or kubernetes.shm_size).
+COMMON_HONOURS = frozenset({
+    "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "backend", "command", "env", "secret_env",
+    "volumes", "ipc", "shm_size", "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
+    "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
+    "kubernetes.namespace", "kubernetes.active_deadline_seconds", "kubernetes.kueue_queue",
+    "kubernetes.istio_sidecar", "kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.service_account",
+    "kubernetes.shm_size",
+})
+SECTIONS = ("nccl", "kubernetes")
 
 # Spec features that make sense for Docker/Slurm but not for a pod that Kubernetes places itself.
 COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
@@ -26,14 +38,14 @@ COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
                 "bake the code into the image, or mount it with an absolute volume path on the nodes"),
     Unsupported("secret_env without a Kubernetes Secret", lambda s: any(e.secret is None for e in s.secret_env),
                 "the pods read the value from a Secret in the job's namespace",
-                "name it: --secret-env NAME=SECRET[:KEY] (secret_env: {NAME: SECRET:KEY} in the file)"),
+                "name it: --secret-env NAME=SECRET[:KEY] (secret_env: {NAME: SECRET:KEY} in the file)", fields=()),
     Unsupported("user", lambda s: s.user is not None,
                 "a pod's user comes from its securityContext (runAsUser/runAsGroup) or the image",
                 "drop user; set securityContext.runAsUser/runAsGroup with a kustomize patch or the cluster's "
                 "policy"),
     Unsupported("relative volume sources", lambda s: any(not v.source.startswith("/") for v in s.volumes),
                 "volumes become hostPath mounts, which need absolute paths on the cluster nodes",
-                "give absolute volume sources"),
+                "give absolute volume sources", fields=()),
 )
 
 

@@ -17,18 +17,25 @@ from __future__ import annotations
 from typing import Any
 
 from ddpctl import launch
-from ddpctl.render import Unsupported, check_supported, escape_dollars
+from ddpctl.render import escape_dollars, to_yaml
 from ddpctl.spec import JobSpec, format_size
+from ddpctl.targets import Support, Unsupported
 
 TARGET = "compose"
 
-# Compose honours every core spec feature but elastic node counts; the kubernetes/slurm sections do not apply.
-UNSUPPORTED: tuple[Unsupported, ...] = (
-    Unsupported("nodes MIN:MAX", lambda s: s.elastic,
+# Compose honours every core spec field; the kubernetes/slurm sections are other targets' options.
+SUPPORT = Support(TARGET, sections=("nccl",), honours=frozenset({
+    "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
+    "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "master_addr",
+    "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
+    "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
+}), unsupported=(
+    Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
                 "a compose file starts a fixed set of services with a static rendezvous at node 0, while "
                 "torchrun's elastic c10d rendezvous needs nodes that may come and go",
-                "give a fixed node count (restarts: max_restarts), or render a pytorchjob or a slurm script"),
-)
+                "give a fixed node count (restarts: max_restarts), or render a pytorchjob or a slurm script",
+                fields=("min_nodes",)),
+))
 
 
 def _root_user(user: str) -> bool:
@@ -94,7 +101,7 @@ def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depe
 
 def render(spec: JobSpec) -> dict[str, Any]:
     """The single-host compose document (all nodes on one host). Multi-host specs: use :func:`render_files`."""
-    check_supported(TARGET, spec, UNSUPPORTED)
+    SUPPORT.check(spec)
     if spec.multi_host:
         raise ValueError("multi-host specs render one file per host: use render_files()")
     host_network = spec.network == "host"
@@ -113,7 +120,7 @@ def file_name(spec: JobSpec, rank: int | None = None) -> str:
 
 def render_files(spec: JobSpec) -> dict[str, dict[str, Any]]:
     """File name -> compose document: one file, or one per host (host networking) for multi-host specs."""
-    check_supported(TARGET, spec, UNSUPPORTED)
+    SUPPORT.check(spec)
     if not spec.multi_host:
         return {file_name(spec): render(spec)}
     return {
@@ -136,3 +143,8 @@ def header(spec: JobSpec, name: str) -> str:
         names = " ".join(e.name for e in spec.secret_env)
         lines.append(f"# Secrets, not in this file: set {names} in the environment of docker-compose (or .env).")
     return "\n".join(lines) + "\n"
+
+
+def render_text(spec: JobSpec) -> dict[str, str]:
+    """File name -> text: each document with its :func:`header`."""
+    return {name: header(spec, name) + to_yaml(doc) for name, doc in render_files(spec).items()}

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpctl.render import Unsupported, _k8s, check_supported
+from ddpctl.render import _k8s, to_yaml
 from ddpctl.spec import JobSpec, KubernetesOptions
+from ddpctl.targets import Support, Unsupported
 
 TARGET = "pytorchjob"
 API_VERSION = "kubeflow.org/v1"
@@ -27,10 +28,14 @@ KIND = "PyTorchJob"
 CONTAINER = "pytorch"
 PORT_NAME = "pytorchjob-port"
 
-UNSUPPORTED: tuple[Unsupported, ...] = _k8s.COMMON_UNSUPPORTED + (
+SUPPORT = Support(TARGET, sections=_k8s.SECTIONS, honours=_k8s.COMMON_HONOURS | {
+    "port", "network", "kubernetes.restart_policy", "kubernetes.backoff_limit", "kubernetes.clean_pod_policy",
+    "kubernetes.ttl_seconds_after_finished", "kubernetes.gang", "kubernetes.scheduler_name", "kubernetes.queue",
+    "kubernetes.priority_class", "min_nodes",
+}, unsupported=_k8s.COMMON_UNSUPPORTED + (
     Unsupported("kubernetes.runtime", lambda s: s.kubernetes.runtime != KubernetesOptions().runtime,
                 "the runtime is a TrainJob (v2) setting", "drop kubernetes.runtime, or render a trainjob"),
-)
+))
 
 
 def _container(spec: JobSpec) -> dict[str, Any]:
@@ -101,7 +106,7 @@ def _run_policy(spec: JobSpec) -> dict[str, Any]:
 
 def render(spec: JobSpec) -> dict[str, Any]:
     """The PyTorchJob as a plain dict."""
-    check_supported(TARGET, spec, UNSUPPORTED)
+    SUPPORT.check(spec)
     template = _pod_template(spec)
     replica = {"restartPolicy": spec.restart_policy, "template": template}
     body: dict[str, Any] = {"nprocPerNode": str(spec.procs_per_node), "runPolicy": _run_policy(spec)}
@@ -118,3 +123,7 @@ def render(spec: JobSpec) -> dict[str, Any]:
             replicas["Worker"] = {"replicas": spec.nodes - 1, **replica}
         body["pytorchReplicaSpecs"] = replicas
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": _k8s.metadata(spec), "spec": body}
+
+
+def render_text(spec: JobSpec) -> dict[str, str]:
+    return {"pytorchjob.yaml": to_yaml(render(spec))}

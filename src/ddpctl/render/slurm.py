@@ -18,31 +18,40 @@ import shlex
 
 from ddpctl import launch
 from ddpctl.errors import UnsupportedFeature
-from ddpctl.render import Unsupported, check_supported
 from ddpctl.spec import JobSpec
+from ddpctl.targets import Support, Unsupported
 
 TARGET = "slurm"
 
-UNSUPPORTED: tuple[Unsupported, ...] = (
+SUPPORT = Support(TARGET, sections=("nccl", "slurm"), honours=frozenset({
+    "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "backend", "port", "command", "env", "secret_env",
+    "volumes", "workdir", "network", "hosts", "master_addr", "max_restarts", "cpus_per_node", "memory_per_node",
+    "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
+    "slurm.partition", "slurm.account", "slurm.qos", "slurm.time", "slurm.cpus_per_task", "slurm.mem",
+    "slurm.container", "slurm.container_image", "slurm.output", "min_nodes", "slurm.requeue", "slurm.signal_seconds",
+}), unsupported=(
     Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
                 "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
     Unsupported("shm_size", lambda s: s.shm_size is not None, "Slurm jobs use the node's own /dev/shm",
                 "drop shm_size"),
+    Unsupported("ipc", lambda s: s.ipc != "host", "Slurm jobs share the node's IPC namespace and /dev/shm",
+                "drop ipc"),
     Unsupported("memlock", lambda s: s.memlock, "ulimits come from the cluster's configuration",
                 "drop memlock and ask the admins for an unlimited memlock limit"),
     Unsupported("hosts given as IP addresses", lambda s: any(_IP_RE.match(h) for h in s.hosts),
-                "hosts become --nodelist, which takes Slurm node names", "list the Slurm node names as hosts"),
+                "hosts become --nodelist, which takes Slurm node names", "list the Slurm node names as hosts",
+                fields=()),
     Unsupported("user", lambda s: s.user is not None, "Slurm jobs run as the user who submits them",
                 "drop user and submit the job as that user"),
     Unsupported("volumes without a container", lambda s: bool(s.volumes) and s.slurm.container == "none",
                 "without a container the job sees the nodes' file systems directly",
-                "drop volumes, or use --container pyxis|apptainer"),
+                "drop volumes, or use --container pyxis|apptainer", fields=()),
     Unsupported("resuming in a container without a checkpoint volume",
                 lambda s: launch.slurm_resumes(s) and s.slurm.container != "none"
                 and not any(v.target == launch.CHECKPOINT_DIR for v in s.volumes),
                 f"a requeued or restarted job resumes from {launch.CHECKPOINT_DIR}, which must be a shared directory",
-                f"mount one there: -v /shared/ckpt:{launch.CHECKPOINT_DIR}"),
-)
+                f"mount one there: -v /shared/ckpt:{launch.CHECKPOINT_DIR}", fields=()),
+))
 
 _IP_RE = re.compile(r"^(\d{1,3}(\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:]*\]?)$")
 _DIRECTIVE_RE = re.compile(r"^[A-Za-z0-9_.,+:\-]+$")
@@ -94,7 +103,7 @@ def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
 
 def render(spec: JobSpec) -> str:
     """The sbatch script text."""
-    check_supported(TARGET, spec, UNSUPPORTED)
+    SUPPORT.check(spec)
     s = spec.slurm
     head = ["#!/bin/bash",
             f"# ddpctl: job '{spec.name}', {spec.nodes_range} node(s) x {spec.procs_per_node} process(es), "
@@ -175,7 +184,7 @@ def _resume_lines(spec: JobSpec) -> list[str]:
     """The checkpoint directory a requeued (or restarted) run resumes from, shared by all nodes and runs."""
     lines = ["# Checkpoints: every run of this job (a requeue too) resumes from the newest one here (--resume auto)."]
     if spec.slurm.container == "none":
-        default = f"$SLURM_SUBMIT_DIR/{spec.name}-ckpt"  # the job name is a DNS label: safe in double quotes
+        default = f"${{SLURM_SUBMIT_DIR:-$PWD}}/{spec.name}-ckpt"  # the job name is a DNS label: safe in double quotes
         lines.append(f'export {launch.SLURM_CHECKPOINT_ENV}="${{{launch.SLURM_CHECKPOINT_ENV}:-{default}}}"'
                      "  # a directory every node sees")
         lines.append(f'mkdir -p "${launch.SLURM_CHECKPOINT_ENV}"')
@@ -206,3 +215,7 @@ def _signal_lines(spec: JobSpec) -> list[str]:
                 "fi"]
     out.append('exit "$RC"')
     return out
+
+
+def render_text(spec: JobSpec) -> dict[str, str]:
+    return {"job.sbatch": render(spec)}

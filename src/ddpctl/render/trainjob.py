@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from ddpctl import launch
-from ddpctl.render import Unsupported, _k8s, check_supported
+from ddpctl.render import _k8s, to_yaml
 from ddpctl.spec import JobSpec, KubernetesOptions
+from ddpctl.targets import Support, Unsupported
 
 TARGET = "trainjob"
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
@@ -30,17 +31,19 @@ PET_VARS = launch.PET_VARS
 
 _D = KubernetesOptions()
 
-UNSUPPORTED: tuple[Unsupported, ...] = _k8s.COMMON_UNSUPPORTED + (
+SUPPORT = Support(TARGET, sections=_k8s.SECTIONS, honours=_k8s.COMMON_HONOURS | {"kubernetes.runtime"},
+                  unsupported=_k8s.COMMON_UNSUPPORTED + (
     Unsupported("network: host", lambda s: s.network == "host",
-                "TrainJob v2.3.0 runtimePatches have no hostNetwork", "use network: bridge, or render a pytorchjob"),
+                "TrainJob v2.3.0 runtimePatches have no hostNetwork", "use network: bridge, or render a pytorchjob",
+                fields=("network",)),
     Unsupported("port", lambda s: s.port != launch.TRAINJOB_MASTER_PORT,
                 f"the torch plugin fixes the master port at {launch.TRAINJOB_MASTER_PORT}",
                 f"drop port (or set {launch.TRAINJOB_MASTER_PORT}), or render a pytorchjob"),
     Unsupported("PET_* env", lambda s: any(k in PET_VARS for k in s.env_dict),
-                "the TrainJob webhook rejects PET_* variables in trainer.env", "remove them from env"),
-    Unsupported("nodes MIN:MAX", lambda s: s.elastic,
+                "the TrainJob webhook rejects PET_* variables in trainer.env", "remove them from env", fields=()),
+    Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
                 "a TrainJob's numNodes is fixed: Trainer v2.3 has no elastic policy (its JobSet restarts the "
-                "whole job)", "give a fixed node count, or render a pytorchjob (elasticPolicy)"),
+                "whole job)", "give a fixed node count, or render a pytorchjob (elasticPolicy)", fields=("min_nodes",)),
     Unsupported("kubernetes.restart_policy", lambda s: s.kubernetes.restart_policy != _D.restart_policy,
                 "restarts are set by the runtime's JobSet", "drop it, or render a pytorchjob"),
     Unsupported("kubernetes.clean_pod_policy", lambda s: s.kubernetes.clean_pod_policy != _D.clean_pod_policy,
@@ -54,8 +57,9 @@ UNSUPPORTED: tuple[Unsupported, ...] = _k8s.COMMON_UNSUPPORTED + (
                 lambda s: s.kubernetes.gang or bool(s.kubernetes.scheduler_name or s.kubernetes.queue
                                                     or s.kubernetes.priority_class),
                 "gang scheduling is the runtime's podGroupPolicy",
-                "configure podGroupPolicy in the ClusterTrainingRuntime and drop these options"),
-)
+                "configure podGroupPolicy in the ClusterTrainingRuntime and drop these options",
+                fields=("kubernetes.gang", "kubernetes.scheduler_name", "kubernetes.queue", "kubernetes.priority_class")),
+))
 
 
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
@@ -77,7 +81,7 @@ def _pod_patch(spec: JobSpec) -> dict[str, Any]:
 
 def render(spec: JobSpec) -> dict[str, Any]:
     """The TrainJob as a plain dict."""
-    check_supported(TARGET, spec, UNSUPPORTED)
+    SUPPORT.check(spec)
     trainer: dict[str, Any] = {
         "image": spec.resolved_image,
         "command": _k8s.command(spec),
@@ -105,3 +109,7 @@ def render(spec: JobSpec) -> dict[str, Any]:
     if spec.kubernetes.active_deadline_seconds:
         body["activeDeadlineSeconds"] = spec.kubernetes.active_deadline_seconds
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": _k8s.metadata(spec), "spec": body}
+
+
+def render_text(spec: JobSpec) -> dict[str, str]:
+    return {"trainjob.yaml": to_yaml(render(spec))}

@@ -1,0 +1,284 @@
+"""Workspace images, as pure values: which files of a user's directory go into the image, the content hash
+that names the image, the two Dockerfiles (requirements layer, code layer) and the git labels.
+
+A workspace image is a thin layer on a torch image (by default the ddp-train image): the requirements
+installed with pip in a layer of their own (an image tagged ``ddpctl/workspace-deps:<hash>``, reused while
+the base, the requirements file and the pip options are the same), then the directory's files copied to
+``/workspace``. The final tag's version is a hash of the requirements layer's id and of every copied file
+(path, executable bit, content), so the same tree gives the same tag and an unchanged tree builds nothing.
+No I/O here but reading the directory, the requirements file and ``git``'s view of the directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddpctl import rules
+from ddpctl.errors import UsageError
+
+WORKSPACE = "/workspace"
+DEPS_REPO = "ddpctl/workspace-deps"
+DEFAULT_REPO_PREFIX = "ddpctl-workspace"
+
+LABEL_WS_HASH = "ai.ddpctl.workspace.hash"
+LABEL_WS_DEPS = "ai.ddpctl.workspace.deps-hash"
+LABEL_WS_SOURCE = "ai.ddpctl.workspace.source"
+LABEL_GIT_COMMIT = "org.opencontainers.image.revision"
+LABEL_GIT_DIRTY = "ai.ddpctl.workspace.git-dirty"
+
+# Never part of the image: version control, virtualenvs, caches, and what ddpctl itself writes in a directory
+# (bench reports, the ddp-train image's build stage). A .dockerignore in the directory adds to these.
+DEFAULT_IGNORE = (".git", ".hg", ".svn", "**/__pycache__", "**/*.pyc", "**/.pytest_cache", "**/.mypy_cache",
+                  "**/.ruff_cache", "**/.tox", "**/.ipynb_checkpoints", ".venv", "venv", "bench-report",
+                  "build/image")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    rel: str  # posix path relative to the workspace directory
+    path: Path
+    executable: bool
+    size: int
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The directory as it goes into the image."""
+
+    root: Path
+    files: tuple[SourceFile, ...]
+    requirements: Path | None
+
+    def digest(self) -> str:
+        """sha256 over every file's path, executable bit and content (sorted by path)."""
+        h = hashlib.sha256()
+        for f in self.files:
+            h.update(f"{f.rel}\0{int(f.executable)}\0{f.size}\0".encode())
+            with open(f.path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+        return h.hexdigest()
+
+    def entries(self) -> list[str]:
+        """Top-level Python files (the scripts torchrun can start)."""
+        return [f.rel for f in self.files if "/" not in f.rel and f.rel.endswith(".py")]
+
+
+def _virtualenv_dirs(root: Path) -> list[str]:
+    """Directories holding a virtualenv (a ``pyvenv.cfg``), whatever their name, up to two levels down."""
+    out = []
+    for cfg in [*root.glob("*/pyvenv.cfg"), *root.glob("*/*/pyvenv.cfg")]:
+        out.append(cfg.parent.relative_to(root).as_posix())
+    return out
+
+
+def read_dockerignore(root: Path) -> list[str]:
+    """The patterns of DIR/.dockerignore (comments and blank lines dropped), or none."""
+    path = root / ".dockerignore"
+    if not path.is_file():
+        return []
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path} ({exc.__class__.__name__})", "fix its permissions or remove it") from None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def scan(directory: str | Path, requirements: str | Path | None = None) -> Workspace:
+    """The files of ``directory`` that go into the image, with the checks a user gets one-line errors for."""
+    root = Path(directory).expanduser()
+    if not root.exists():
+        raise UsageError(f"workspace directory {str(directory)!r} does not exist",
+                         "pass the directory that holds your train.py, e.g. --workdir .")
+    if not root.is_dir():
+        raise UsageError(f"--workdir {str(directory)!r} is not a directory",
+                         "pass the directory that holds your train.py, e.g. --workdir .")
+    root = root.resolve()
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise UsageError(f"workspace directory {root} is not readable", "fix its permissions (chmod u+rx)")
+    from docker.utils.build import PatternMatcher
+
+    patterns = [*DEFAULT_IGNORE, *_virtualenv_dirs(root), *read_dockerignore(root)]
+    matcher = PatternMatcher(patterns)
+    files: list[SourceFile] = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=_walk_error):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        # prune ignored directories unless an exception ('!pattern') could bring something below them back
+        dirnames[:] = sorted(d for d in dirnames if not (matcher.matches(rel_dir + d) and
+                                                         not _has_exceptions(matcher)))
+        for name in sorted(filenames):
+            rel = rel_dir + name
+            if rel == ".dockerignore" or matcher.matches(rel):
+                continue
+            path = Path(dirpath) / name
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                target = path.resolve()
+                if not target.is_file():
+                    continue  # a dangling or directory link: Docker's COPY would copy the link; nothing to hash
+                st = target.stat()
+            if not stat.S_ISREG(st.st_mode):
+                continue  # sockets, fifos: not files an image can hold
+            if not os.access(path, os.R_OK):
+                raise UsageError(f"{path} in the workspace is not readable",
+                                 "fix its permissions, or list it in DIR/.dockerignore")
+            files.append(SourceFile(rel, path, bool(st.st_mode & 0o111), st.st_size))
+    ws = Workspace(root, tuple(sorted(files, key=lambda f: f.rel)), _requirements(root, requirements))
+    if not ws.entries():
+        raise UsageError(f"workspace directory {root} has no training entry (no Python file at its top level)",
+                         "put the script torchrun starts (e.g. train.py) directly in that directory")
+    return ws
+
+
+def _has_exceptions(matcher) -> bool:
+    return any(p.exclusion for p in matcher.patterns)
+
+
+def _walk_error(exc: OSError) -> None:
+    raise UsageError(f"cannot read {exc.filename} in the workspace ({exc.strerror})",
+                     "fix its permissions, or list it in DIR/.dockerignore") from None
+
+
+def _requirements(root: Path, requirements: str | Path | None) -> Path | None:
+    """The requirements file: the one given, else DIR/requirements.txt when it exists, else none."""
+    if requirements is None:
+        default = root / "requirements.txt"
+        if not default.exists():
+            return None
+        path = default
+    else:
+        path = Path(requirements).expanduser()
+        if not path.is_file():
+            raise UsageError(f"requirements file {str(requirements)!r} does not exist",
+                             "pass the path of a pip requirements file, e.g. --requirements requirements.txt")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UsageError(f"cannot read requirements file {path} ({why})",
+                         "fix its permissions (chmod u+r) or pass another with --requirements") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        word = line.split("#", 1)[0].strip()
+        if word.startswith(("-e ", "--editable", "-r ", "--requirement", "-c ", "--constraint")) or \
+                word.startswith(("./", "../", "/", "file:")):
+            raise UsageError(f"{path} line {n}: {word!r} refers to a file or directory, which the image build "
+                             f"cannot see", "list packages by name (put local wheels in --wheelhouse)")
+    return path.resolve()
+
+
+# ------------------------------------------------------------------------------------------------ plan
+
+
+@dataclass(frozen=True)
+class PipOptions:
+    """Where pip finds the requirements: the same options as ``ddpctl image build`` (offline wheelhouse,
+    index mirror, its CA bundle)."""
+
+    wheelhouse: Path | None = None
+    index_url: str | None = None
+    ca_file: Path | None = None
+
+    def key(self) -> dict[str, object]:
+        wheels = sorted((p.name, p.stat().st_size) for p in self.wheelhouse.iterdir() if p.is_file()) \
+            if self.wheelhouse else []
+        ca = hashlib.sha256(self.ca_file.read_bytes()).hexdigest() if self.ca_file else None
+        return {"wheels": wheels, "index": self.index_url, "ca": ca}
+
+
+def deps_hash(base_id: str, requirements: Path | None, pip: PipOptions) -> str:
+    """What the requirements layer depends on: the base image id, the file's text and pip's sources."""
+    doc = {"base": base_id, "requirements": requirements.read_text() if requirements else None, **pip.key()}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def deps_dockerfile(base: str) -> str:
+    """The requirements layer: pip install from the staged requirements/wheelhouse/CA; nothing staged stays."""
+    return "\n".join([
+        f"FROM {base}",
+        "ARG INDEX_URL=",
+        "COPY requirements.txt /tmp/ddpctl-ws/requirements.txt",
+        "COPY wheelhouse/ /tmp/ddpctl-ws/wheelhouse/",
+        "COPY ca/ /tmp/ddpctl-ws/ca/",
+        "RUN set -e; W=/tmp/ddpctl-ws; set --; "
+        'if [ -n "$(ls $W/wheelhouse)" ]; then set -- --find-links $W/wheelhouse; '
+        '[ -n "$INDEX_URL" ] || set -- "$@" --no-index; fi; '
+        '[ -z "$INDEX_URL" ] || set -- "$@" --index-url "$INDEX_URL"; '
+        '[ ! -f $W/ca/ca.pem ] || set -- "$@" --cert $W/ca/ca.pem; '
+        "PY=$(command -v python3 || command -v python); "
+        "PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore "
+        'PIP_BREAK_SYSTEM_PACKAGES=1 "$PY" -m pip install -q --progress-bar off "$@" -r $W/requirements.txt; '
+        "rm -rf $W",
+        f"WORKDIR {WORKSPACE}",
+        "",
+    ])
+
+
+def code_dockerfile(parent: str, labels: dict[str, str] | None = None) -> str:
+    """The code layer: the workspace files at /workspace, the working directory there, the labels in one step
+    (the legacy builder makes one step, a container and a commit, per label passed through its API)."""
+    text = f"FROM {parent}\nCOPY code/ {WORKSPACE}/\nWORKDIR {WORKSPACE}\n"
+    if labels:
+        text += "LABEL " + " ".join(f"{json.dumps(k)}={json.dumps(v)}" for k, v in sorted(labels.items())) + "\n"
+    return text
+
+
+def default_repository(root: Path) -> str:
+    """``ddpctl-workspace/<directory name>`` in the characters a repository name allows."""
+    name = re.sub(r"[^a-z0-9]+", "-", root.name.lower()).strip("-") or "workspace"
+    return f"{DEFAULT_REPO_PREFIX}/{name[:60]}"
+
+
+def split_ref(ref: str) -> tuple[str, str | None]:
+    """(repository, tag or None) of an image reference; a digest reference is refused."""
+    if "@" in ref:
+        raise UsageError(f"{ref!r} names a digest", "give a repository (REGISTRY/NAME) or REPOSITORY:TAG to build to")
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = ref.rsplit(":", 1)
+        return repo, tag
+    return ref, None
+
+
+def check_ref(ref: str, flag: str) -> str:
+    try:
+        return rules.image_ref(ref)
+    except rules.RuleError as exc:
+        raise UsageError(f"{flag} {ref!r} is not an image reference ({exc.problem})",
+                         "pass e.g. registry.example:5000/team/project or team/project:v1") from None
+
+
+def workspace_tag(repository: str, tag: str | None, content: str) -> str:
+    """The image reference: REPO:<tag> when a tag was given, else REPO:ws-<content hash>."""
+    return f"{repository}:{tag or 'ws-' + content[:16]}"
+
+
+def registry_of(repository: str) -> str | None:
+    """The registry host of a repository name, None for Docker Hub names (no '.', ':' or localhost first)."""
+    first, _, rest = repository.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return None
+
+
+def git_labels(root: Path) -> dict[str, str]:
+    """Commit and dirty state of the git repository holding ``root`` (nothing when it is not in one)."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        head = git("rev-parse", "--verify", "-q", "HEAD")
+        if head.returncode != 0:
+            return {}
+        status = git("status", "--porcelain", "--untracked-files=normal", "--", ".")
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {LABEL_GIT_COMMIT: head.stdout.strip(),
+            LABEL_GIT_DIRTY: "true" if status.returncode != 0 or status.stdout.strip() else "false"}

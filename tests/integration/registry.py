@@ -1,0 +1,121 @@
+"""A real image registry for the tests: Debian's ``docker-registry`` (the CNCF distribution registry, v2.8),
+started as ``docker-registry serve CONFIG`` on a free loopback port with its own storage directory, and stopped
+afterwards. ``scripts/ci-setup-registry.sh`` installs it.
+
+The shared Docker Engine pushes to it over plain HTTP because 127.0.0.0/8 is in its insecure registries by
+default (``docker info``: "Insecure Registries: 127.0.0.0/8"); :func:`engine_trusts_loopback` checks that. With
+``auth=True`` the registry asks for htpasswd basic auth (user ``ddpctl``, password :data:`PASSWORD`): a push
+without credentials in the Docker config is refused, as a real private registry does.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+USER = "ddpctl"
+PASSWORD = "registry-test-pw"
+# bcrypt of PASSWORD (the registry's htpasswd backend reads only bcrypt); made once, a constant: no bcrypt
+# module needed to run the tests
+HTPASSWD = f"{USER}:$2b$12$kGZaKTspAJz8MLXqd2PZcuB32W7/LSdy5SIf0TWWwRZn3TkNMEB1q\n"
+
+
+def missing() -> str | None:
+    return None if shutil.which("docker-registry") else "docker-registry is not installed (scripts/ci-setup-registry.sh)"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def engine_trusts_loopback(client) -> bool:
+    """Does the engine list 127.0.0.1 under its insecure registries (plain HTTP allowed)?"""
+    cidrs = (client.info().get("RegistryConfig") or {}).get("InsecureRegistryCIDRs") or []
+    return any(ipaddress.ip_address("127.0.0.1") in ipaddress.ip_network(c, strict=False) for c in cidrs)
+
+
+class Registry:
+    def __init__(self, workdir: Path, *, host: str = "127.0.0.1", auth: bool = False) -> None:
+        self.workdir = workdir
+        self.host = host
+        self.auth = auth
+        self.port = free_port(host)
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def start(self) -> Registry:
+        data = self.workdir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        config = {"version": 0.1, "log": {"level": "warn", "accesslog": {"disabled": True}},
+                  "storage": {"filesystem": {"rootdirectory": str(data)}, "delete": {"enabled": True}},
+                  "http": {"addr": self.address}}
+        if self.auth:
+            (self.workdir / "htpasswd").write_text(HTPASSWD)
+            config["auth"] = {"htpasswd": {"realm": "ddpctl-test", "path": str(self.workdir / "htpasswd")}}
+        path = self.workdir / "config.yml"
+        path.write_text(json.dumps(config))  # JSON is YAML
+        self.log = open(self.workdir / "registry.log", "w")
+        self.proc = subprocess.Popen(["docker-registry", "serve", str(path)], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"docker-registry exited: {(self.workdir / 'registry.log').read_text()[-1000:]}")
+            try:
+                self._get("/v2/")
+                return self
+            except urllib.error.HTTPError:
+                return self  # 401 with auth: it answers
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"docker-registry did not answer on {self.address} within 20 s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def _get(self, path: str) -> dict:
+        req = urllib.request.Request(f"http://{self.address}{path}")
+        if self.auth:
+            req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    def tags(self, repository: str) -> list[str]:
+        """The tags the registry holds for ``repository`` (none when it has no such repository)."""
+        try:
+            return sorted(self._get(f"/v2/{repository}/tags/list").get("tags") or [])
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return []
+            raise
+
+    def docker_config(self, dest: Path) -> Path:
+        """A Docker config directory with this registry's credentials (what 'docker login' writes)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+        (dest / "config.json").write_text(json.dumps({"auths": {self.address: {"auth": token}}}))
+        return dest

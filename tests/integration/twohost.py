@@ -1,0 +1,217 @@
+"""Two Docker hosts on one machine: two network namespaces joined by a veth pair, a dockerd in each.
+
+Real: two network namespaces (``ip netns``), a veth pair between them with 10.216.0.1/24 in the first and
+10.216.0.2/24 in the second, and one real dockerd started inside each (``nsenter --net``), so a container
+with host networking on "host a" sees only 10.216.0.1 (and its loopback) and reaches host b at 10.216.0.2
+over the veth link, as two machines on one LAN would. Each daemon also gets a host name of its own (a UTS
+namespace) that its /etc/hosts maps to its LAN address, and an empty resolv.conf (no DNS on this LAN): gloo
+and torchrun bind to the address of gethostname(), which on this machine would be an address the
+namespaces do not have. No address outside those namespaces is used: the
+namespaces have no route to this machine's network, so a job that works here cannot be leaning on the
+shared engine's networks.
+
+Each daemon has its own --data-root (a tmpfs: unmounting it is instant), --exec-root, unix socket and
+pidfile, ``--bridge=none`` and ``--iptables=false``: the jobs use host networking only, and a daemon in its
+own network namespace cannot see (let alone delete) the shared engine's ``docker0`` or its iptables rules;
+the fixture checks that docker0 survives anyway (see gpu_dockerd.py for what --bridge=none did in the
+host's namespace). The sockets are files under one temporary directory, so this process (in the machine's
+own namespace) drives both daemons, as ``ddpctl up --docker-hosts`` would drive two remote ones.
+
+:meth:`TwoHosts.load_image` streams one ``docker save`` from the shared engine into both daemons at once.
+:meth:`TwoHosts.stop` removes every container, stops both daemons, unmounts their data roots and deletes
+the namespaces (the veth pair goes with them) and the directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ADDRESSES = ("10.216.0.1", "10.216.0.2")
+PREFIX = 24
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=check, timeout=60)
+
+
+@dataclass
+class Host:
+    """One Docker host: a network namespace, its address there, and the dockerd inside it."""
+
+    name: str  # "a" / "b"
+    netns: str  # also its host name
+    addr: str
+    root: Path
+    proc: subprocess.Popen | None = None
+    mounted: bool = False
+    log: object = field(default=None, repr=False)
+
+    @property
+    def hostname(self) -> str:
+        return self.netns
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "docker.sock"
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def docker(self, *args: str, check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
+        return subprocess.run(["docker", "-H", self.url, *args], capture_output=True, text=True, check=check,
+                              timeout=timeout, env=env, **kw)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, "DOCKER_HOST": self.url, **extra}
+
+    def in_netns(self, *argv: str, **kw) -> subprocess.CompletedProcess:
+        """Run a command in this host's network namespace (e.g. to reach the other host's address)."""
+        return subprocess.run(["ip", "netns", "exec", self.netns, *argv], capture_output=True, text=True, **kw)
+
+    def log_tail(self, n: int = 20) -> str:
+        path = self.root / "dockerd.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
+
+    def labelled(self, job: str) -> list[str]:
+        """Names of the containers on this host labelled with ``job``."""
+        out = self.docker("ps", "-a", "--filter", f"label=ddpctl.job={job}", "--format", "{{.Names}}",
+                          check=False, timeout=30).stdout
+        return sorted(out.split())
+
+
+class TwoHosts:
+    def __init__(self) -> None:
+        tag = uuid.uuid4().hex[:6]
+        # Short path: the daemons' and containerd's unix sockets live below it (108-byte limit).
+        self.root = Path(tempfile.mkdtemp(prefix="ddmh", dir="/tmp"))
+        self.hosts = [Host(n, f"ddmh-{tag}-{n}", addr, self.root / n) for n, addr in zip("ab", ADDRESSES, strict=True)]
+        self.veth = (f"dm{tag}a", f"dm{tag}b")  # <= 15 characters
+        self.namespaces: list[str] = []
+
+    @property
+    def urls(self) -> list[str]:
+        return [h.url for h in self.hosts]
+
+    @property
+    def addresses(self) -> list[str]:
+        return [h.addr for h in self.hosts]
+
+    # ------------------------------------------------------------------------------------------ start
+
+    def start(self, timeout: float = 90) -> None:
+        for h in self.hosts:
+            _run("ip", "netns", "add", h.netns)
+            self.namespaces.append(h.netns)
+            _run("ip", "-n", h.netns, "link", "set", "lo", "up")
+        a, b = self.hosts
+        _run("ip", "link", "add", self.veth[0], "netns", a.netns, "type", "veth", "peer", "name", self.veth[1],
+             "netns", b.netns)
+        for h, dev in zip(self.hosts, self.veth, strict=True):
+            _run("ip", "-n", h.netns, "addr", "add", f"{h.addr}/{PREFIX}", "dev", dev)
+            _run("ip", "-n", h.netns, "link", "set", dev, "up")
+        for h in self.hosts:
+            self._start_daemon(h)
+        end = time.monotonic() + timeout
+        for h in self.hosts:
+            while True:
+                if h.proc.poll() is not None:
+                    raise RuntimeError(f"dockerd {h.name} exited with {h.proc.returncode}:\n{h.log_tail()}")
+                if h.docker("version", check=False, timeout=10).returncode == 0:
+                    break
+                if time.monotonic() > end:
+                    raise RuntimeError(f"dockerd {h.name} did not answer within {timeout:.0f} s:\n{h.log_tail()}")
+                time.sleep(0.5)
+
+    def _start_daemon(self, h: Host) -> None:
+        h.root.mkdir()
+        data = h.root / "data"
+        data.mkdir()
+        _run("mount", "-t", "tmpfs", "-o", "size=6g,mode=0711", f"ddpctl-test-{h.netns}", str(data))
+        h.mounted = True
+        dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
+        # Like a machine of its own: its own host name, resolving (in its /etc/hosts) to its LAN address, as
+        # gloo and torchrun expect (they bind to the address of gethostname()); no DNS server on this LAN.
+        hosts = h.root / "hosts"
+        hosts.write_text("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                         + "".join(f"{o.addr}\t{o.hostname}\n" for o in self.hosts))
+        resolv = h.root / "resolv.conf"
+        resolv.write_text("# no DNS server on the test LAN\noptions timeout:1 attempts:1\n")
+        # nsenter --net: into the host's network namespace (not `ip netns exec`: it remounts /sys, hiding
+        # /sys/fs/cgroup from the daemon); unshare: a UTS namespace for the host name and a mount namespace
+        # (the data root mounted above still shows) for the two files. Each execs the next: h.proc is dockerd.
+        setup = 'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /etc/resolv.conf && shift 3 && exec "$@"'
+        argv = ["nsenter", f"--net=/run/netns/{h.netns}", "unshare", "--uts", "--mount", "--propagation", "slave",
+                "sh", "-c", setup, "sh", h.hostname, str(hosts), str(resolv),
+                dockerd, "--data-root", str(data), "--exec-root", str(h.root / "exec"),
+                "-H", h.url, "--pidfile", str(h.root / "docker.pid"), "--bridge=none", "--iptables=false",
+                "--ip-masq=false", "--ip6tables=false"]
+        env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
+        env["PATH"] = f"{env.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"
+        h.log = (h.root / "dockerd.log").open("w")
+        h.proc = subprocess.Popen(argv, stdout=h.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  env=env, start_new_session=True)
+
+    def load_image(self, ref: str) -> None:
+        """One ``docker save REF`` from the shared engine, streamed into ``docker load`` on both hosts."""
+        env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
+        save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE, env=env)
+        logs = [(h.root / "load.log").open("w+") for h in self.hosts]
+        loads = [subprocess.Popen(["docker", "-H", h.url, "load", "-q"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.DEVNULL, stderr=log, env=env) for h, log in zip(self.hosts, logs, strict=True)]
+        try:
+            while chunk := save.stdout.read(1 << 20):
+                for p in loads:
+                    p.stdin.write(chunk)
+        finally:
+            save.stdout.close()
+            for p in loads:
+                p.stdin.close()
+            codes = [p.wait(timeout=900) for p in loads]
+            save.wait(timeout=600)
+            errors = []
+            for h, log, code in zip(self.hosts, logs, codes, strict=True):
+                log.seek(0)
+                if code:
+                    errors.append(f"host {h.name}: {log.read()[-500:]}")
+                log.close()
+        if save.returncode != 0 or errors:
+            raise RuntimeError(f"loading {ref} into the two hosts failed: save exit {save.returncode} {errors}")
+
+    # ------------------------------------------------------------------------------------------- stop
+
+    def stop(self, timeout: float = 60) -> None:
+        for h in self.hosts:
+            if h.proc and h.proc.poll() is None:
+                ids = h.docker("ps", "-aq", check=False, timeout=30).stdout.split()
+                if ids:
+                    h.docker("rm", "-f", *ids, check=False, timeout=120)
+                h.proc.send_signal(signal.SIGTERM)
+        for h in self.hosts:
+            if h.proc:
+                try:
+                    h.proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    h.proc.kill()
+                    h.proc.wait(timeout=10)
+            if h.log:
+                h.log.close()
+            if h.mounted:
+                _run("umount", "-R", str(h.root / "data"), check=False)
+        # Whatever a daemon left mounted below the directory (its netns bind mount in the exec root), deepest first.
+        with open("/proc/self/mounts") as f:
+            left = [line.split()[1] for line in f if line.split()[1].startswith(f"{self.root}/")]
+        for path in sorted(left, key=len, reverse=True):
+            _run("umount", "-l", path, check=False)
+        for ns in self.namespaces:  # the veth pair is deleted with its namespaces
+            _run("ip", "netns", "delete", ns, check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
