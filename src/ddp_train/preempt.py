@@ -96,6 +96,11 @@ class StopControl:
         name = signal.Signals(sig).name if sig else None
         return Decision(stop=name, save=bool(due) and not name)
 
+    def barrier(self):
+        """Every rank waits here for the others (CPU, on the control group); nothing in a single process."""
+        if self.group is not None:
+            dist.barrier(group=self.group)
+
     def drain(self):
         """Wait for the reduce still in flight (the run ends normally): every rank started the same ones."""
         if self.pending is not None:

@@ -196,13 +196,14 @@ def _resume_lines(spec: JobSpec) -> list[str]:
 
 
 def _signal_lines(spec: JobSpec) -> list[str]:
-    """--signal=B:USR1@T reaches this script T seconds before the time limit: SIGTERM to the training step
-    (srun passes it to every torchrun, torchrun to every ddp-train, which all stop at one step and save), then
-    the job requeues itself (with requeue) and resumes from that checkpoint."""
+    """--signal=B:USR1@T reaches this script T seconds before the time limit: SIGTERM to every process of the
+    job's steps (``scancel --signal``, which only signals; a SIGTERM to srun would cancel the step and SIGKILL
+    its tasks at once), so every ddp-train stops at one agreed step and saves; then the job requeues itself
+    (with requeue) and resumes from that checkpoint."""
     out = ["TRAIN_PID=$!",
            "STOPPED=0",
            f"on_usr1() {{ STOPPED=1; echo \"ddpctl: USR1 ({spec.slurm.signal_seconds} s before the time limit): "
-           "checkpoint and stop\" >&2; kill -TERM \"$TRAIN_PID\" 2>/dev/null || true; }",
+           "checkpoint and stop\" >&2; scancel --signal=TERM \"$SLURM_JOB_ID\" || true; }",
            "trap on_usr1 USR1",
            "set +e",
            "while :; do wait \"$TRAIN_PID\"; RC=$?; kill -0 \"$TRAIN_PID\" 2>/dev/null || break; done  "
