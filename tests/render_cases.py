@@ -87,7 +87,7 @@ SLURM = {
     "quoting": {"name": "q", "env": {"EVIL": "$(touch pwned) `id` 'x\" ; rm -rf /\nline2", "OK": "a b"},
                 "command": ["python", "-c", "print('$HOME; `id`')"]},
     "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"}, "secret_env": ["HF_TOKEN", "DB_PASSWORD"]},
-    # issue 11: requeue + USR1 checkpoint before the time limit, resume from $DDPCTL_CHECKPOINT_DIR
+    # issue 11: requeue + USR1 checkpoint before the time limit, resume from $DDPCTL_CHECKPOINTS
     "requeue-signal": {"name": "rq", "nodes": 2, "slurm": {"time": "04:00:00", "requeue": True,
                                                           "signal_seconds": 300}},
     "elastic": {"name": "el", "nodes": "2:4", "max_restarts": 1},

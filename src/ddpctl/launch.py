@@ -375,7 +375,7 @@ def slurm_command(spec: JobSpec) -> list[str]:
     return argv
 
 
-SLURM_CHECKPOINT_ENV = "DDPCTL_CHECKPOINT_DIR"
+SLURM_CHECKPOINT_ENV = "DDPCTL_CHECKPOINTS"
 
 
 def slurm_resumes(spec: JobSpec) -> bool:
@@ -385,7 +385,7 @@ def slurm_resumes(spec: JobSpec) -> bool:
 
 def slurm_checkpoint_dir(spec: JobSpec) -> str:
     """Where a Slurm job's ddp-train keeps its checkpoints: a shared directory every node and every requeued
-    run sees: ``$DDPCTL_CHECKPOINT_DIR`` (the script defaults it to ``$SLURM_SUBMIT_DIR/<job>-ckpt``), or
+    run sees: ``$DDPCTL_CHECKPOINTS`` (the script defaults it to ``$SLURM_SUBMIT_DIR/<job>-ckpt``), or
     :data:`CHECKPOINT_DIR` inside a container (a volume the spec mounts there)."""
     if spec.slurm.container != "none":
         return CHECKPOINT_DIR

@@ -1,7 +1,7 @@
 """Preemption and requeue on a real Slurm cluster (tests/slurm/cluster.py: munged, slurmctld, two slurmd).
 
 The rendered script with ``--requeue`` (and ``--signal-seconds``) keeps ddp-train's checkpoints in
-``$DDPCTL_CHECKPOINT_DIR`` (default ``$SLURM_SUBMIT_DIR/<job>-ckpt``) and resumes from them on every run. Real:
+``$DDPCTL_CHECKPOINTS`` (default ``$SLURM_SUBMIT_DIR/<job>-ckpt``) and resumes from them on every run. Real:
 Slurm's requeue (``scontrol requeue``) and signal delivery (``scancel --signal=USR1 --batch``, what
 ``--signal=B:USR1@T`` sends T seconds before the time limit), srun, torchrun (through ddp-train-launch) and
 ddp-train on gloo."""

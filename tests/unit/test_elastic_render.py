@@ -109,10 +109,10 @@ def test_slurm_requeue_signal_script():
                                                                   "signal_seconds": 90}})
     for line in ("#SBATCH --nodes=1-2", "#SBATCH --requeue", "#SBATCH --signal=B:USR1@90", "trap on_usr1 USR1",
                  'scontrol requeue "$SLURM_JOB_ID"', 'srun --nodes="$SLURM_JOB_NUM_NODES"',
-                 'export DDPCTL_CHECKPOINT_DIR="${DDPCTL_CHECKPOINT_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/rq-ckpt}"'):
+                 'export DDPCTL_CHECKPOINTS="${DDPCTL_CHECKPOINTS:-${SLURM_SUBMIT_DIR:-$PWD}/rq-ckpt}"'):
         assert line in text, line
     assert 'ddp-train-launch --nnodes "$SLURM_JOB_NUM_NODES"' in text
-    assert '--no-python ddp-train --output-dir "$DDPCTL_CHECKPOINT_DIR" --resume auto &' in text
+    assert '--no-python ddp-train --output-dir "$DDPCTL_CHECKPOINTS" --resume auto &' in text
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
