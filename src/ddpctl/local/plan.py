@@ -1,9 +1,13 @@
-"""Plan a local job (``ddpctl up``): spec -> the exact containers and network to create. Pure.
+"""The container model: spec -> one :class:`ContainerPlan` per node, the single translation of a node into a
+container. Pure.
 
-The launch contract (argv, env, GPUs, labels per node) comes from :func:`ddpctl.launch.local_nodes`, the
-same function the compose renderer uses; this module only adds what is specific to the Docker Engine API
-(mount paths resolved against a given directory, ipc/shm, ulimits, the network). ``--dry-run`` prints
-:meth:`LocalPlan.to_dict`, and :func:`container_request` is exactly what the executor sends.
+The launch contract (argv, env, GPUs, labels per node) comes from :func:`ddpctl.launch.local_nodes`; this module
+adds the container around it (user, mounts, ipc/shm, ulimits, CPU/memory limits, restart policy, network).
+Two serialisations of the same plan: :func:`container_request` (the Docker Engine create request that
+``ddpctl up``'s executor sends; ``--dry-run`` prints :meth:`LocalPlan.to_dict`) and the compose renderer
+(:mod:`ddpctl.render.compose`). Whether relative host paths are resolved is a parameter of
+:func:`plan_containers`: ``up`` resolves them against its working directory, compose keeps them relative to
+the compose file as the spec has them.
 """
 
 from __future__ import annotations
@@ -46,22 +50,50 @@ class Mount:
 class ContainerPlan:
     rank: int
     name: str
-    hostname: str
+    hostname: str | None  # None with host networking (Docker refuses a hostname with network_mode: host)
     image: str
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
     gpus: launch.GpuRequest
     network: str | None  # the job's private network; None with host networking
-    ipc_mode: str | None  # "host" or None (private, with shm_size)
+    ipc_mode: str | None  # "host", "private", or None: private with a /dev/shm of shm_size
     shm_size: int | None
     ulimits: tuple[tuple[str, int, int], ...]
     mounts: tuple[Mount, ...]
     working_dir: str | None
-    nano_cpus: int | None = None
-    mem_limit: int | None = None
+    cpus: float | None = None  # CPU limit (whole millicores, rules.cpus)
+    mem_limit: int | None = None  # bytes
     secret_env: tuple[str, ...] = ()  # names whose values the executor reads from its environment at start
     user: str | None = None  # uid[:gid] or name; None: the image's user
+    extra_env: tuple[tuple[str, str], ...] = ()  # after env and the secrets, unless they set it (HOME)
+    max_restarts: int = 0  # restart the container on failure up to this many times (compose; see container_request)
+
+    @property
+    def nano_cpus(self) -> int | None:
+        return round(self.cpus * 1000) * 10**6 if self.cpus else None
+
+    def environment(self, secrets: Mapping[str, str | None] | None = None) -> dict[str, str | None]:
+        """env, then each secret name with its value from ``secrets`` (None: not given), then ``extra_env``."""
+        env: dict[str, str | None] = dict(self.env)
+        for name in self.secret_env:
+            env[name] = secrets.get(name) if secrets is not None else None
+        for k, v in self.extra_env:
+            env.setdefault(k, v)
+        return env
+
+    def gpu_device_request(self) -> dict[str, Any] | None:
+        """The one NVIDIA device request (Docker API shape); None on CPU, where a request would fail without
+        the NVIDIA runtime."""
+        if self.gpus.none:
+            return None
+        dev: dict[str, Any] = {"driver": "nvidia"}
+        if self.gpus.device_ids:
+            dev["device_ids"] = list(self.gpus.device_ids)
+        else:
+            dev["count"] = self.gpus.count
+        dev["capabilities"] = [["gpu"]]
+        return dev
 
 
 @dataclass(frozen=True)
@@ -107,9 +139,12 @@ def _masked(req: dict[str, Any]) -> dict[str, Any]:
     return {**req, "environment": mask_env(req["environment"])}
 
 
-def _mount(vol_source: str, target: str, read_only: bool, cwd: Path) -> Mount:
+def _mount(vol_source: str, target: str, read_only: bool, cwd: Path | None) -> Mount:
+    """A bind mount of a host path (resolved against ``cwd`` unless it is None), or a named volume."""
     src = vol_source
     if src.startswith(("/", ".", "~")):
+        if cwd is None:
+            return Mount(src, target, read_only, True)
         path = Path(os.path.expanduser(src))
         if not path.is_absolute():
             path = cwd / path
@@ -127,17 +162,18 @@ def is_root(user: str | None) -> bool:
     return user is None or user.split(":", 1)[0] in ("0", "root")
 
 
-def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
-               host_cpus: float | None = None) -> LocalPlan:
-    """The containers of ``spec`` on this host. ``cwd`` resolves relative volume and workdir paths;
-    ``host_cpus`` (the engine host's CPUs) sets each process's ``OMP_NUM_THREADS`` (:func:`launch.thread_env`).
+def plan_containers(spec: JobSpec, *, cwd: Path | None, default_user: str | None = None,
+                    host_cpus: float | None = None) -> tuple[ContainerPlan, ...]:
+    """One container per node of ``spec`` (every node, also for a multi-host spec: compose writes one file
+    per host). ``cwd``: the directory relative host paths are resolved against; None keeps them as the spec
+    has them (relative to a compose file). ``host_cpus`` (the engine host's CPUs) sets each process's
+    ``OMP_NUM_THREADS`` (:func:`launch.thread_env`).
 
     ``default_user`` (``ddpctl up`` passes the caller's ``uid:gid``) is the containers' user when they
     bind-mount a host directory (``workdir``, a volume with a path) and the spec sets no ``user``, so files
     they write there belong to the caller. Without a bind mount the image's user (root) stays: nothing the
     job writes reaches the host, and the image's own directories (``/workspace``) are root's.
     """
-    SUPPORT.check(spec)
     host_network = spec.network == "host"
     network = None if host_network else launch.network_name(spec)
     mounts = [_mount(v.host_source, v.target, v.read_only, cwd) for v in spec.volumes]
@@ -149,23 +185,28 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
     if spec.memlock:
         ulimits.append(("memlock", -1, -1))
     user = spec.user or (default_user if any(m.bind for m in mounts) else None)
-    containers = []
-    for node in launch.local_nodes(spec, host_cpus=host_cpus):
-        env = node.env
-        if not is_root(user) and "HOME" not in node.env_dict:
-            env = env + (("HOME", NON_ROOT_HOME),)
-        containers.append(ContainerPlan(
-            rank=node.rank, name=node.name, hostname=node.name, image=spec.resolved_image,
-            argv=node.argv, env=env, user=user, labels=node.labels, gpus=node.gpus, network=network,
-            ipc_mode="host" if spec.ipc == "host" else None,
-            shm_size=spec.shm_size if spec.ipc != "host" else None,
-            ulimits=tuple(ulimits), mounts=tuple(mounts), working_dir=working_dir,
-            nano_cpus=round(spec.cpus_per_node * 1000) * 10**6 if spec.cpus_per_node else None,
-            mem_limit=spec.memory_per_node,
-            secret_env=tuple(e.name for e in spec.secret_env),
-        ))
-    return LocalPlan(job=spec.name, image=spec.resolved_image, network=network,
-                     network_labels=tuple(launch.labels(spec).items()), containers=tuple(containers),
+    extra_env = () if is_root(user) else (("HOME", NON_ROOT_HOME),)
+    if spec.ipc == "host":
+        ipc_mode, shm_size = "host", None
+    else:
+        ipc_mode, shm_size = (None, spec.shm_size) if spec.shm_size else ("private", None)
+    return tuple(ContainerPlan(
+        rank=node.rank, name=node.name, hostname=None if host_network else node.name, image=spec.resolved_image,
+        argv=node.argv, env=node.env, extra_env=extra_env, user=user, labels=node.labels, gpus=node.gpus,
+        network=network, ipc_mode=ipc_mode, shm_size=shm_size, ulimits=tuple(ulimits), mounts=tuple(mounts),
+        working_dir=working_dir, cpus=spec.cpus_per_node, mem_limit=spec.memory_per_node,
+        secret_env=tuple(e.name for e in spec.secret_env), max_restarts=spec.max_restarts,
+    ) for node in launch.local_nodes(spec, host_cpus=host_cpus))
+
+
+def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
+               host_cpus: float | None = None) -> LocalPlan:
+    """The containers and network of ``spec`` on this host (``ddpctl up``); see :func:`plan_containers`."""
+    SUPPORT.check(spec)
+    containers = plan_containers(spec, cwd=cwd, default_user=default_user, host_cpus=host_cpus)
+    host_network = spec.network == "host"
+    return LocalPlan(job=spec.name, image=spec.resolved_image, network=containers[0].network,
+                     network_labels=tuple(launch.labels(spec).items()), containers=containers,
                      port=spec.port, world_size=spec.world_size, host_network=host_network)
 
 
@@ -177,18 +218,17 @@ def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None
     job; without them (a dry run) each one shows where its value will come from, never a value."""
     from ddpctl.secrets import FROM_ENV
 
-    env: dict[str, str] = dict(c.env)
-    for name in c.secret_env:
-        env[name] = secrets[name] if secrets is not None else FROM_ENV
-    req: dict[str, Any] = {
-        "name": c.name,
-        "hostname": c.hostname,
+    values = dict(secrets) if secrets is not None else {name: FROM_ENV for name in c.secret_env}
+    req: dict[str, Any] = {"name": c.name}
+    if c.hostname:
+        req["hostname"] = c.hostname
+    req.update({
         "image": c.image,
         "command": list(c.argv),
-        "environment": env,
+        "environment": c.environment(values),
         "labels": dict(c.labels),
         "ulimits": [{"name": n, "soft": s, "hard": h} for n, s, h in c.ulimits],
-    }
+    })
     if c.network:
         req["network"] = c.network
     else:
@@ -204,15 +244,14 @@ def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None
         req["working_dir"] = c.working_dir
     if c.user:
         req["user"] = c.user
-    if not c.gpus.none:  # never a device request on CPU: it fails without the NVIDIA runtime
-        dev: dict[str, Any] = {"driver": "nvidia", "capabilities": [["gpu"]]}
-        if c.gpus.device_ids:
-            dev["device_ids"] = list(c.gpus.device_ids)
-        else:
-            dev["count"] = c.gpus.count
-        req["device_requests"] = [dev]
+    device = c.gpu_device_request()
+    if device:
+        req["device_requests"] = [device]
     if c.nano_cpus:
         req["nano_cpus"] = c.nano_cpus
     if c.mem_limit:
         req["mem_limit"] = c.mem_limit
+    # No Docker restart policy from c.max_restarts: `ddpctl up`'s executor watches every node and stops the job
+    # at the first failure; a daemon restart would bring the failed node back behind its back, running after the
+    # failure was reported. Restarting a local job is the executor's (issue 11); compose writes the policy.
     return req

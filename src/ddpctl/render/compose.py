@@ -3,9 +3,10 @@
 Single host: one service per node named ``<job>-node-<i>`` (also its ``container_name`` and ``hostname``) on a
 private bridge network ``<job>-net``; node 0 is the master; no published ports. Multi-host (``hosts`` with more
 than one entry): one file per host, each with that host's node only, ``network_mode: host`` and the master's
-real address (the first host). Commands and env come from :func:`ddpctl.launch.local_nodes`, the same contract
-``ddpctl up`` uses (each node starts through ``ddp-train-launch``). ``user`` is written only when the spec sets
-it (``ddpctl up`` defaults to the caller's uid:gid; a portable file cannot), with ``HOME=/tmp`` for non-root.
+real address (the first host). Each service serialises a :class:`~ddpctl.local.plan.ContainerPlan`, the same
+container model ``ddpctl up`` creates (launch contract, mounts, ipc/shm, ulimits, limits, GPU request), so the
+two cannot drift. ``user`` is written only when the spec sets it (``ddpctl up`` defaults to the caller's uid:gid;
+a portable file cannot), with ``HOME=/tmp`` for non-root. Relative host paths stay relative to the file.
 
 Compatibility: no service-level ``gpus:`` and no top-level ``name:`` (docker-compose 1.x rejects both); GPUs
 are ``deploy.resources.reservations.devices``; ``ulimits`` are plain integers; every ``$`` in user text is
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddpctl import launch
+from ddpctl.local.plan import ContainerPlan, plan_containers
 from ddpctl.render import escape_dollars, to_yaml
 from ddpctl.spec import JobSpec, format_size
 from ddpctl.targets import Support, Unsupported
@@ -38,65 +40,47 @@ SUPPORT = Support(TARGET, sections=("nccl",), honours=frozenset({
 ))
 
 
-def _root_user(user: str) -> bool:
-    return user.split(":", 1)[0] in ("0", "root")
-
-
-def _gpu_devices(req: launch.GpuRequest) -> list[dict[str, Any]]:
-    device: dict[str, Any] = {"driver": "nvidia"}
-    if req.device_ids:
-        device["device_ids"] = list(req.device_ids)
+def _service(c: ContainerPlan, *, depends_on: str | None = None) -> dict[str, Any]:
+    """One node's container (:mod:`ddpctl.local.plan`, the model `ddpctl up` creates too) as a compose service."""
+    svc: dict[str, Any] = {"image": c.image, "container_name": c.name}
+    if c.hostname:
+        svc["hostname"] = c.hostname
+    svc["command"] = list(c.argv)
+    svc["environment"] = c.environment()  # a secret has no value: docker-compose takes it from its environment
+    svc["labels"] = dict(c.labels)
+    if c.user:
+        svc["user"] = c.user
+    if c.working_dir:
+        svc["working_dir"] = c.working_dir
+    if c.mounts:
+        svc["volumes"] = [f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in c.mounts]
+    if c.network:
+        svc["networks"] = [c.network]
     else:
-        device["count"] = req.count
-    device["capabilities"] = ["gpu"]
-    return [device]
-
-
-def _service(spec: JobSpec, node: launch.NodeLaunch, *, host_network: bool, depends: bool) -> dict[str, Any]:
-    svc: dict[str, Any] = {"image": spec.resolved_image, "container_name": node.name}
-    if not host_network:
-        svc["hostname"] = node.name  # Docker refuses a hostname together with network_mode: host
-    svc["command"] = list(node.argv)
-    env: dict[str, str | None] = dict(node.env)
-    for secret in spec.secret_env:  # no value: docker-compose takes it from its environment (or .env)
-        env[secret.name] = None
-    if spec.user and not _root_user(spec.user):
-        env.setdefault("HOME", "/tmp")  # a uid without a passwd entry in the image has HOME=/ (not writable)
-    svc["environment"] = env
-    svc["labels"] = dict(node.labels)
-    if spec.user:
-        svc["user"] = spec.user
-    if spec.workdir:
-        svc["working_dir"] = launch.CONTAINER_WORKDIR
-    volumes = [v.host_str() for v in spec.volumes]  # absolute when load_spec resolved them (same as `up`)
-    if spec.workdir:
-        volumes.append(f"{spec.resolved_workdir}:{launch.CONTAINER_WORKDIR}")
-    if volumes:
-        svc["volumes"] = volumes
-    if host_network:
         svc["network_mode"] = "host"
-    else:
-        svc["networks"] = [launch.network_name(spec)]
-    if spec.ipc == "host":
-        svc["ipc"] = "host"
-    elif spec.shm_size:
-        svc["shm_size"] = format_size(spec.shm_size)
-    else:
-        svc["ipc"] = "private"
-    ulimits: dict[str, int] = {"stack": launch.STACK_ULIMIT}
-    if spec.memlock:
-        ulimits["memlock"] = -1
-    svc["ulimits"] = ulimits
-    if spec.cpus_per_node:
-        svc["cpus"] = spec.cpus_per_node  # finite, whole millicores (rules.cpus)
-    if spec.memory_per_node:
-        svc["mem_limit"] = format_size(spec.memory_per_node)
-    svc["restart"] = f"on-failure:{spec.max_restarts}" if spec.max_restarts else "no"
-    if depends and node.rank > 0:
-        svc["depends_on"] = [launch.node_name(spec, 0)]
-    if not node.gpus.none:
-        svc["deploy"] = {"resources": {"reservations": {"devices": _gpu_devices(node.gpus)}}}
+    if c.ipc_mode:
+        svc["ipc"] = c.ipc_mode
+    if c.shm_size:
+        svc["shm_size"] = format_size(c.shm_size)
+    svc["ulimits"] = {n: soft if soft == hard else {"soft": soft, "hard": hard} for n, soft, hard in c.ulimits}
+    if c.cpus:
+        svc["cpus"] = c.cpus  # finite, whole millicores (rules.cpus)
+    if c.mem_limit:
+        svc["mem_limit"] = format_size(c.mem_limit)
+    svc["restart"] = f"on-failure:{c.max_restarts}" if c.max_restarts else "no"
+    if depends_on:
+        svc["depends_on"] = [depends_on]
+    device = c.gpu_device_request()
+    if device:  # compose lists the capabilities flat (one set); the Engine API takes a list of sets
+        device["capabilities"] = [cap for group in device["capabilities"] for cap in group]
+        svc["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
     return escape_dollars(svc)
+
+
+def _containers(spec: JobSpec) -> tuple[ContainerPlan, ...]:
+    # Host paths stay as the spec has them: load_spec made them absolute; otherwise docker-compose resolves them
+    # against the file's directory. No default user: a file to share cannot know who will run it.
+    return plan_containers(spec, cwd=None)
 
 
 def render(spec: JobSpec) -> dict[str, Any]:
@@ -104,12 +88,12 @@ def render(spec: JobSpec) -> dict[str, Any]:
     SUPPORT.check(spec)
     if spec.multi_host:
         raise ValueError("multi-host specs render one file per host: use render_files()")
-    host_network = spec.network == "host"
-    services = {n.name: _service(spec, n, host_network=host_network, depends=True)
-                for n in launch.local_nodes(spec)}
-    doc: dict[str, Any] = {"services": services}
-    if not host_network:
-        doc["networks"] = {launch.network_name(spec): {"driver": "bridge"}}
+    containers = _containers(spec)
+    master = containers[0].name
+    doc: dict[str, Any] = {"services": {c.name: _service(c, depends_on=master if c.rank else None)
+                                        for c in containers}}
+    if containers[0].network:
+        doc["networks"] = {containers[0].network: {"driver": "bridge"}}
     return doc
 
 
@@ -123,10 +107,7 @@ def render_files(spec: JobSpec) -> dict[str, dict[str, Any]]:
     SUPPORT.check(spec)
     if not spec.multi_host:
         return {file_name(spec): render(spec)}
-    return {
-        file_name(spec, n.rank): {"services": {n.name: _service(spec, n, host_network=True, depends=False)}}
-        for n in launch.local_nodes(spec)
-    }
+    return {file_name(spec, c.rank): {"services": {c.name: _service(c)}} for c in _containers(spec)}
 
 
 def header(spec: JobSpec, name: str) -> str:
