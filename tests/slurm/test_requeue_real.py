@@ -49,8 +49,18 @@ def _run_until_requeued_and_done(cluster, tmp_path, name, interrupt, *extra):
     t0 = time.monotonic()
     interrupt(job)
     _wait(lambda: _job_fields(cluster, job).get("Restarts", "0") != "0", 120, "not requeued", cluster, job)
-    _wait(lambda: _job_fields(cluster, job)["JobState"] == "COMPLETED", 400, "not completed", cluster, job)
+    pending = {"seconds": 0.0, "reason": None}
+
+    def done():
+        fields = _job_fields(cluster, job)
+        if fields["JobState"] == "PENDING":
+            pending["seconds"] = time.monotonic() - t0
+            pending["reason"] = fields.get("Reason")
+        return fields["JobState"] == "COMPLETED"
+
+    _wait(done, 400, "not completed", cluster, job)
     wall = time.monotonic() - t0
+    print(f"{name}: pending again until {pending['seconds']:.0f} s after the interrupt (Reason={pending['reason']})")
     log = (tmp_path / f"{name}-{job}.out").read_text()  # --open-mode=append: both runs
     return job, log, ckpt, wall
 
