@@ -23,6 +23,8 @@ SAME_OUTPUT = {
     ("pytorchjob", "ipc"): "pods always have a private IPC namespace with a memory-backed /dev/shm",
     ("trainjob", "ipc"): "pods always have a private IPC namespace with a memory-backed /dev/shm",
     ("slurm", "network"): "Slurm tasks always use the nodes' own network (host networking)",
+    ("trainjob", "workspace.repository"): "the TrainJob runs in the workspace image's WORKDIR (/workspace); the "
+                                          "v2.3.0 trainer has no working-directory field",
 }
 
 
