@@ -276,4 +276,6 @@ def nodes(ck: Checker, p, value) -> int | tuple[int, int]:
         if lo > hi:
             raise ck.fail(p, f"is {value}: MIN is above MAX", "write nodes: MIN:MAX with MIN <= MAX")
         return (lo, hi)
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise ck.fail(p, f"must be a node count or MIN:MAX, got {show(value)}", "write e.g. 2, or 1:4")
     return ck.integer(p, value, 1, MAX_NODES)
