@@ -273,8 +273,11 @@ def torchrun_argv(
     rdzv_id: str | None = None,
     nproc_per_node: str | None = None,
     rdzv_conf: str | None = None,
+    restarts: bool = True,
 ) -> list[str]:
-    """``torchrun [topology flags] --no-python <user command>``; flags left None are omitted."""
+    """``torchrun [topology flags] --no-python <user command>``; flags left None are omitted.
+
+    ``restarts=False``: no ``--max-restarts`` (``ddpctl up`` restarts the whole job itself)."""
     argv = ["torchrun"]
     for flag, value in (
         ("--nnodes", nnodes),
@@ -289,7 +292,7 @@ def torchrun_argv(
     ):
         if value is not None:
             argv += [flag, value]
-    if spec.max_restarts:
+    if spec.max_restarts and restarts:
         argv += ["--max-restarts", str(spec.max_restarts)]
     argv.append("--no-python")
     return argv + user_command(spec)
@@ -298,11 +301,13 @@ def torchrun_argv(
 # ------------------------------------------------------------------------------------------ targets
 
 
-def local_nodes(spec: JobSpec, *, host_cpus: float | None = None) -> list[NodeLaunch]:
+def local_nodes(spec: JobSpec, *, host_cpus: float | None = None, torchrun_restarts: bool = True) -> list[NodeLaunch]:
     """Docker (``ddpctl up``) and compose: one container per node, static rendezvous at node 0.
 
     ``host_cpus``: the CPUs of the host the nodes run on (``ddpctl up`` knows them; a rendered compose file
-    does not, so its threads come from ``cpus_per_node`` or are decided in the container)."""
+    does not, so its threads come from ``cpus_per_node`` or are decided in the container).
+    ``torchrun_restarts=False``: ``max_restarts`` is not passed to torchrun (``ddpctl up`` restarts the job,
+    see :mod:`ddpctl.local.restarts`)."""
     if spec.network == "host" and spec.nodes > 1 and not spec.hosts:
         # Checked here, not in the spec: Kubernetes hostNetwork needs no host list.
         raise SpecError("'hosts' is required with network: host and more than one node",
@@ -322,6 +327,7 @@ def local_nodes(spec: JobSpec, *, host_cpus: float | None = None) -> list[NodeLa
             node_rank=str(rank),
             master=addr,
             master_port=str(spec.port),
+            restarts=torchrun_restarts,
         )
         argv[0] = EXIT_CODE_LAUNCHER  # torchrun with rank-prefixed whole lines and a root-cause line
         out.append(NodeLaunch(rank=rank, name=node_name(spec, rank), argv=tuple(argv),

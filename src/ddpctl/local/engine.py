@@ -38,6 +38,12 @@ class NetworkInfo:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class VolumeInfo:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
 class Engine(abc.ABC):
     """What ddpctl needs from a container engine."""
 
@@ -58,6 +64,19 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def networks(self, label: str | None = None, name: str | None = None) -> list[NetworkInfo]: ...
+
+    @abc.abstractmethod
+    def create_volume(self, name: str, labels: dict[str, str]) -> str: ...
+
+    @abc.abstractmethod
+    def remove_volume(self, name: str) -> None: ...
+
+    @abc.abstractmethod
+    def volumes(self, label: str | None = None, name: str | None = None) -> list[VolumeInfo]: ...
+
+    @abc.abstractmethod
+    def chown_volume(self, name: str, image: str, owner: str, target: str) -> None:
+        """Give the new volume ``name`` to ``owner`` (uid[:gid]), by a throwaway root container of ``image``."""
 
     @abc.abstractmethod
     def create_container(self, request: dict[str, Any]) -> str: ...
@@ -188,6 +207,48 @@ class DockerEngine(Engine):
                 continue
             out.append(NetworkInfo(n["Id"], n["Name"], dict(n.get("Labels") or {})))
         return out
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> str:
+        return self.api.create_volume(name, driver="local", labels=labels)["Name"]
+
+    def remove_volume(self, name: str) -> None:
+        try:
+            self.api.remove_volume(name, force=True)
+        except self._errors().NotFound:
+            pass
+
+    def volumes(self, label: str | None = None, name: str | None = None) -> list[VolumeInfo]:
+        filters: dict[str, Any] = {}
+        if label:
+            filters["label"] = label
+        if name:
+            filters["name"] = name
+        out = []
+        for v in (self.api.volumes(filters=filters) or {}).get("Volumes") or []:
+            if name and v["Name"] != name:  # the name filter matches substrings
+                continue
+            out.append(VolumeInfo(v["Name"], dict(v.get("Labels") or {})))
+        return out
+
+    def chown_volume(self, name: str, image: str, owner: str, target: str) -> None:
+        from docker.types import Mount
+
+        container = self.client.containers.create(
+            image, [owner, target], entrypoint=["chown"], user="0:0", network_mode="none",
+            mounts=[Mount(target, name, type="volume")], labels={"app.kubernetes.io/managed-by": "ddpctl"})
+        try:
+            container.start()
+            code = int(container.wait().get("StatusCode", 1))
+            if code != 0:
+                out = container.logs().decode("utf-8", "replace").strip().splitlines()
+                raise EngineError(f"could not give the checkpoint volume {name} to user {owner} "
+                                  f"({out[-1] if out else f'chown exited {code}'})",
+                                  "run the job as root (--user 0) or mount a directory of yours at " + target)
+        finally:
+            try:
+                container.remove(force=True)
+            except self._errors().APIError:
+                pass
 
     def create_container(self, request: dict[str, Any]) -> str:
         from docker.types import DeviceRequest, Mount, Ulimit
