@@ -137,6 +137,38 @@ def user_command(spec: JobSpec) -> list[str]:
     return cmd
 
 
+# The job's checkpoint directory inside every container of a job that restarts (a volume the user mounts there).
+CHECKPOINT_DIR = "/checkpoints"
+
+
+def restarts(spec: JobSpec) -> bool:
+    """Is the job meant to survive a lost node (elastic, or restarts allowed)? Then it resumes on every start."""
+    return spec.elastic or spec.max_restarts > 0
+
+
+def resume_command(spec: JobSpec, output_dir: str = CHECKPOINT_DIR) -> list[str]:
+    """:func:`user_command` for a job that starts again after a failure or a requeue: ``ddp-train`` writes its
+    checkpoints to ``output_dir`` (unless its command names one) and resumes from the newest valid one
+    (``--resume auto``, which starts fresh when there is none). Any other command is left as it is."""
+    cmd = user_command(spec)
+    if cmd[0].rsplit("/", 1)[-1] != "ddp-train":
+        return cmd
+
+    def given(flag: str) -> bool:
+        return any(w == flag or w.startswith(flag + "=") for w in cmd[1:])
+
+    if not given("--output-dir"):
+        cmd += ["--output-dir", output_dir]
+    if not given("--resume"):
+        cmd += ["--resume", "auto"]
+    return cmd
+
+
+def _with_command(argv: list[str], spec: JobSpec, command: list[str]) -> list[str]:
+    """``argv`` (from :func:`torchrun_argv`) with the user command after ``--no-python`` replaced."""
+    return argv[:len(argv) - len(user_command(spec))] + command
+
+
 # ------------------------------------------------------------------------------------------ threads
 
 THREADS_ENV = "OMP_NUM_THREADS"
@@ -317,8 +349,10 @@ def operator_command(spec: JobSpec) -> list[str]:
     image) is torchrun with the root-cause worker's exit code, so it starts the job instead.
     """
     argv = torchrun_argv(spec)
-    if spec.kubernetes.restart_policy == "ExitCode":
+    if spec.restart_policy == "ExitCode":
         argv[0] = EXIT_CODE_LAUNCHER
+    if restarts(spec):  # a recreated pod, or torchrun's own restart, resumes from the last checkpoint
+        argv = _with_command(argv, spec, resume_command(spec))
     return argv
 
 
@@ -331,7 +365,7 @@ def slurm_command(spec: JobSpec) -> list[str]:
     it exits as soon as its own node is done, and the other nodes' torchrun, still closing the rendezvous
     or in their exit barrier, print connection errors and tracebacks (docs/several-hosts.md).
     """
-    return torchrun_argv(
+    argv = torchrun_argv(
         spec,
         nnodes=ShellExpr('"$SLURM_JOB_NUM_NODES"'),
         nproc_per_node=str(spec.procs_per_node),
@@ -340,6 +374,28 @@ def slurm_command(spec: JobSpec) -> list[str]:
         rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
         rdzv_conf="is_host=false",
     )
+    if slurm_resumes(spec):
+        # ddp-train-launch: a SIGTERM ends in one line and exit 143 (ddp-train's checkpoint), not a traceback
+        argv[0] = EXIT_CODE_LAUNCHER
+        argv = _with_command(argv, spec, resume_command(spec, slurm_checkpoint_dir(spec)))
+    return argv
+
+
+SLURM_CHECKPOINT_ENV = "DDPCTL_CHECKPOINTS"
+
+
+def slurm_resumes(spec: JobSpec) -> bool:
+    """Does a Slurm job start again (requeue, the USR1 checkpoint, torchrun restarts) and so resume?"""
+    return restarts(spec) or spec.slurm.requeue or bool(spec.slurm.signal_seconds)
+
+
+def slurm_checkpoint_dir(spec: JobSpec) -> str:
+    """Where a Slurm job's ddp-train keeps its checkpoints: a shared directory every node and every requeued
+    run sees: ``$DDPCTL_CHECKPOINTS`` (the script defaults it to ``$SLURM_SUBMIT_DIR/<job>-ckpt``), or
+    :data:`CHECKPOINT_DIR` inside a container (a volume the spec mounts there)."""
+    if spec.slurm.container != "none":
+        return CHECKPOINT_DIR
+    return ShellExpr(f'"${SLURM_CHECKPOINT_ENV}"')
 
 
 # The rendezvous store of a Slurm job: a TCPStore server (torch is where torchrun is) that waits for SIGTERM.

@@ -33,6 +33,10 @@ SUPPORT = Support("ddpctl up", sections=("nccl",), honours=frozenset({
                 "it would start every node on this one host",
                 "name each node's Docker host with --docker-hosts URL,URL (or render one compose file per host with "
                 "'ddpctl render compose --hosts ...' and run each there)", fields=()),
+    Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
+                "it starts a fixed set of containers on this one host",
+                "give a fixed node count (--max-restarts recovers lost nodes), or render a pytorchjob or slurm "
+                "script for an elastic job", fields=("min_nodes",)),
 ))
 
 

@@ -32,6 +32,11 @@ SUPPORT = Support(TARGET, sections=("nccl", _workspace.SECTION), honours=_worksp
     "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
 }), unsupported=_workspace.UNSUPPORTED + (
+    Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
+                "a compose file starts a fixed set of services with a static rendezvous at node 0, while "
+                "torchrun's elastic c10d rendezvous needs nodes that may come and go",
+                "give a fixed node count (max_restarts for restarts), or render a pytorchjob or a slurm script",
+                fields=("min_nodes",)),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts),
                 "it says where 'ddpctl up' starts each node; a compose file runs wherever docker-compose points",
                 "drop docker_hosts (keep hosts) and run each file on its host: "

@@ -123,8 +123,11 @@ _TABLE: list[Field] = [
     Field("image", lambda ck, p, v: ck.rule(p, rules.image_ref, ck.string(p, v)),
           Flag(("--image",), str, "Container image."),
           sample="example.com/team/img:1", needs={"slurm": {"container": "pyxis"}}),
-    Field("nodes", _int(1, MAX_NODES), Flag(("--nodes", "-n"), int, "Number of nodes."),
+    Field("nodes", c.nodes,
+          Flag(("--nodes", "-n"), str, "Number of nodes, or MIN:MAX for an elastic job (torchrun c10d, "
+               "--nnodes MIN:MAX; PyTorchJob elasticPolicy, Slurm --nodes=MIN-MAX)."),
           sample=2),
+    Field("min_nodes", _int(1, MAX_NODES), sample=1, needs={"nodes": 3}),  # `nodes: 1:3` in a file
     Field("gpus_per_node", _int(0, MAX_GPUS_PER_NODE),
           Flag(("--gpus-per-node", "-g"), int, "GPUs per node (0 = CPU)."),
           sample=2),
@@ -274,6 +277,14 @@ _TABLE: list[Field] = [
           sample="nvcr.io#nvidia/pytorch:25.08-py3", needs={"slurm": {"container": "pyxis"}}),
     Field("slurm.output", _string(),
           sample="out-%j.txt"),
+    Field("slurm.requeue", _bool,
+          Flag(("--requeue",), bool, "#SBATCH --requeue; after a --signal-seconds checkpoint the job requeues "
+               "itself and resumes (ddp-train: --resume auto).", commands=("slurm",)),
+          sample=True),
+    Field("slurm.signal_seconds", _int(10, 86_400),
+          Flag(("--signal-seconds",), int, "#SBATCH --signal=B:USR1@SECONDS: the training stops at a checkpoint "
+               "that long before the time limit.", commands=("slurm",)),
+          sample=120, needs={"slurm": {"time": "01:00:00"}}),
     # ---- workspace: (your code in an image: render --push, up --bake; see ddpctl/images/bake.py)
     Field("workspace", _section("workspace"), dump=_dump_section),
     Field("workspace.dir", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v), what="workspace dir"),
