@@ -135,7 +135,7 @@ class DockerEngine(Engine):
         nvidia-container-runtime-hook is on its PATH: nvidia-container-toolkit without 'nvidia-ctk runtime
         configure'), and only the daemon knows: a throwaway container of ``image`` with a one-GPU request is
         started and removed. An absent image answers True here: the image check reports it instead."""
-        from ddpctl.dockerclient import has_nvidia_runtime
+        from ddpctl.dockerclient import has_nvidia_runtime, remove_quietly
 
         if has_nvidia_runtime(self.client):
             return True
@@ -160,11 +160,7 @@ class DockerEngine(Engine):
             raise EngineError(f"a container with a GPU request does not start on this engine: {text[:300]}",
                               "check the NVIDIA driver and nvidia-container-toolkit on the Docker host") from None
         finally:
-            if container is not None:
-                try:
-                    container.remove(force=True)
-                except errors.APIError:
-                    pass
+            remove_quietly(container)
 
     def create_network(self, name: str, labels: dict[str, str]) -> str:
         net = self.client.networks.create(name, driver="bridge", labels=labels, check_duplicate=True)
