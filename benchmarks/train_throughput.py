@@ -48,7 +48,12 @@ CONFIGS = {
 # classic (seed-style) pipeline: torchvision ResNet-18, PIL per-sample transforms in 4 workers, fp32, eager
 GRAPH = ["--step-mode", "graph"]
 SEED = ["--workload", "cifar10", "--model", "torchvision-resnet18", "--batch-size", "256", "--no-eval",
-        "--sync-check", "off", "--quiet", *CLASSIC, "--no-cudnn-benchmark", "--step-mode", "eager"]
+        "--sync-check", "off", "--quiet", *CLASSIC, "--no-cudnn-benchmark", "--step-mode", "eager",
+        "--data-pipeline", "classic"]
+# the classic cell before the seeds' torchvision-style dataset (ddp-train's seeded per-sample pipeline instead)
+SEED_OLD = SEED[:-2]
+BF16 = ["--grad-compression", "bf16"]
+SKIP = ["--debug-skip-grad-sync"]  # diagnosis: no collective at all (the ranks drift apart)
 for _n in (1, 2, 4, 8):
     CONFIGS[f"r18-eager-{_n}"] = (_n, R18 + ["--step-mode", "eager"], 40, 300)
     CONFIGS[f"r18-graph-{_n}"] = (_n, R18 + GRAPH, 40, 400)
@@ -57,6 +62,15 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r50-graph-{_n}"] = (_n, R50 + GRAPH, 20, 60)
     CONFIGS[f"r50-eager-{_n}"] = (_n, R50 + ["--step-mode", "eager"], 15, 60)
     CONFIGS[f"classic-{_n}"] = (_n, SEED, 20, 120)
+    CONFIGS[f"classicold-{_n}"] = (_n, SEED_OLD, 20, 120)
+    CONFIGS[f"r18-graphbf-{_n}"] = (_n, R18 + GRAPH + BF16, 40, 400)
+    CONFIGS[f"r18-graphskip-{_n}"] = (_n, R18 + GRAPH + SKIP, 40, 400)
+    CONFIGS[f"r18-graphcbf-{_n}"] = (_n, R18 + GRAPH + ["--compile"] + BF16, 40, 400)
+    CONFIGS[f"r18-graph512-{_n}"] = (_n, R18 + GRAPH + ["--batch-size", "512"], 40, 300)
+    CONFIGS[f"r18-graph512bf-{_n}"] = (_n, R18 + GRAPH + ["--batch-size", "512"] + BF16, 40, 300)
+    CONFIGS[f"r50-graphbf-{_n}"] = (_n, R50 + GRAPH + BF16, 20, 60)
+    CONFIGS[f"r50-graphddp-{_n}"] = (_n, R50 + GRAPH + ["--graph-reducer", "ddp"], 20, 60)
+    CONFIGS[f"r50-graphskip-{_n}"] = (_n, R50 + GRAPH + SKIP, 20, 60)
 DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
 
 

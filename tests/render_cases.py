@@ -25,6 +25,7 @@ COMPOSE = {
                     "master_addr": "10.1.1.1"},
     "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"}, "secret_env": {"HF_TOKEN": "hf-token:token"}},
     "user": {"name": "usr", "nodes": 2, "user": "1000:1000", "workdir": "."},
+    "workspace": {},  # WORKSPACE below
 }
 
 PYTORCHJOB = {
@@ -86,3 +87,15 @@ SLURM = {
 }
 
 ALL = {"compose": COMPOSE, "pytorchjob": PYTORCHJOB, "trainjob": TRAINJOB, "slurm": SLURM}
+
+
+# A workspace image as 'ddpctl render TARGET --workdir DIR --push REPO' renders it after the build and push: the
+# image pinned by digest, no host directory mounted, the code's directory /workspace the working directory.
+WORKSPACE = {"name": "ws", "nodes": 2, "image": "registry.example:5000/team/proj@sha256:" + "ab" * 32,
+             "command": ["python", "train.py", "--epochs", "3"],
+             "workspace": {"repository": "registry.example:5000/team/proj"}}
+COMPOSE["workspace"] = WORKSPACE
+PYTORCHJOB["workspace"] = WORKSPACE
+TRAINJOB["workspace"] = WORKSPACE
+SLURM["workspace-pyxis"] = {**WORKSPACE, "slurm": {"container": "pyxis"}}
+SLURM["workspace-apptainer"] = {**WORKSPACE, "slurm": {"container": "apptainer"}}

@@ -11,7 +11,9 @@ What DDP does, done with plain collectives that a CUDA graph holds as they are:
   views into one flat buffer that rank 0 broadcasts before every forward, so they stay identical on all ranks.
 
 One all-reduce of all gradients after the backward (no overlap with it): for ResNet-18's 44.7 MB that is
-~0.2 ms on NVLink, against a 4-5 ms step.
+~0.2 ms on NVLink, against a 4-5 ms step. With ``comm_dtype=torch.bfloat16`` (``--grad-compression bf16``) the
+buffer is cast to a bf16 copy, all-reduced (half the bytes on the wire) and cast back, as DDP's
+``bf16_compress_hook`` does; the parameters, the optimizer and the fp32 buffer are unchanged.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def _view_like(flat: torch.Tensor, t: torch.Tensor, offset: int) -> torch.Tensor
 
 
 class FlatAllReduce:
-    def __init__(self, module: nn.Module, broadcast_buffers: bool = True):
+    def __init__(self, module: nn.Module, broadcast_buffers: bool = True, comm_dtype: torch.dtype = torch.float32,
+                 skip_sync: bool = False):
         self.params = [p for p in module.parameters() if p.requires_grad]
         _broadcast_from_rank0(list(module.parameters()) + list(module.buffers()))
         dev = self.params[0].device
@@ -60,6 +63,10 @@ class FlatAllReduce:
         if dtypes != {torch.float32}:
             raise ValueError(f"flat all-reduce expects fp32 parameters, got {sorted(map(str, dtypes))}")
         self.grad = torch.zeros(sum(p.numel() for p in self.params), dtype=torch.float32, device=dev)
+        # the bf16 copy that travels (None: the fp32 buffer itself is all-reduced)
+        self.comm = None if comm_dtype == torch.float32 else torch.empty_like(self.grad, dtype=comm_dtype)
+        # diagnosis only (hidden --debug-skip-grad-sync): no collective at all, so ranks drift apart
+        self.skip_sync = skip_sync
         off = 0
         for p in self.params:
             p.grad = _view_like(self.grad, p, off)
@@ -83,12 +90,20 @@ class FlatAllReduce:
         self.grad.zero_()
 
     def pre_forward(self):
-        if self.buffers is not None:
+        if self.buffers is not None and not self.skip_sync:
             dist.broadcast(self.buffers, 0)
 
     def all_reduce(self):
+        if self.skip_sync:
+            return
+        t = self.grad
+        if self.comm is not None:
+            self.comm.copy_(self.grad)
+            t = self.comm
         if dist.get_backend() == "nccl":
-            dist.all_reduce(self.grad, op=dist.ReduceOp.AVG)
+            dist.all_reduce(t, op=dist.ReduceOp.AVG)
         else:  # gloo has no AVG
-            dist.all_reduce(self.grad)
-            self.grad.div_(dist.get_world_size())
+            dist.all_reduce(t)
+            t.div_(dist.get_world_size())
+        if self.comm is not None:
+            self.grad.copy_(self.comm)

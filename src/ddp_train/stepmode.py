@@ -7,9 +7,11 @@ The graph mode captures forward, backward, DDP's gradient all-reduce and the opt
 iterations on that stream before capture) and replays it every step, so the host launches one graph instead of
 hundreds of kernels and NCCL calls. It costs a second or so at start (the warm-up steps are ordinary training
 steps; the capture itself is well under a second), which a run of ``GRAPH_MIN_STEPS`` steps repays.
-``torch.compile`` fuses kernels further but costs tens of seconds of compilation; ``--compile`` combines it with
-the graph (the compiled forward and backward are captured like the eager ones). ``auto`` leaves it off: the
-combination has not been measured on a GPU yet (docs/BENCHMARKS.md), so it is not a default.
+``torch.compile`` fuses kernels further (fewer, larger kernels in the captured step) but costs tens of seconds of
+compilation at start; ``--compile`` combines it with the graph (the compiled forward and backward are captured
+like the eager ones). ``auto`` leaves it off: measured on 4x H100 it gave +25 % img/s on one GPU for ~30 s more
+start-up, but its loss-curve check against the eager run has not passed on a GPU yet (docs/BENCHMARKS.md), so it
+is not a default.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class StepPlan:
 
 
 def graph_blockers(*, device_type: str, strategy: str, precision: str, compile: bool | None, compile_mode: str,
-                   sync_bn: bool, grad_compression: str) -> list[str]:
+                   sync_bn: bool, grad_compression: str, graph_reducer: str = "flat") -> list[str]:
     """Why a whole-step graph cannot be used for this run (empty: it can)."""
     out = []
     if device_type != "cuda":
@@ -52,18 +54,20 @@ def graph_blockers(*, device_type: str, strategy: str, precision: str, compile: 
         out.append(f"--compile-mode {compile_mode} captures CUDA graphs of its own")
     if sync_bn:
         out.append("--sync-bn is not validated under whole-step capture")
-    if grad_compression != "none":
-        out.append("a DDP comm hook (--grad-compression) is not validated under whole-step capture")
+    if grad_compression != "none" and graph_reducer == "ddp":
+        out.append("a DDP comm hook (--grad-compression) is not validated under whole-step capture; "
+                   "the flat reducer (--graph-reducer flat) all-reduces in bf16 itself")
     return out
 
 
 def plan_step(*, requested: str, device_type: str, strategy: str, precision: str, compile: bool | None,
               compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int,
-              distributed: bool) -> StepPlan:
+              distributed: bool, graph_reducer: str = "flat") -> StepPlan:
     """The step mode of a run. ``compile``: True/False as asked, None for auto. ``planned_steps``: the optimizer
     steps this process will run (after a resume: the steps left)."""
     blockers = graph_blockers(device_type=device_type, strategy=strategy, precision=precision, compile=compile,
-                              compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression)
+                              compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
+                              graph_reducer=graph_reducer)
     warm = DDP_WARMUP_ITERS if distributed else PLAIN_WARMUP_ITERS
     want_compile = bool(compile)
     if requested == "eager":
@@ -84,5 +88,5 @@ def plan_step(*, requested: str, device_type: str, strategy: str, precision: str
                         "its warm-up", 0)
     reason = f"{planned_steps} steps planned >= {GRAPH_MIN_STEPS}; warm-up and capture cost ~1 s"
     if compile is None:
-        reason += "; no torch.compile unless --compile (tens of seconds of compiling)"
+        reason += "; no torch.compile unless --compile (~30 s more start-up; not validated as a default)"
     return StepPlan("graph", want_compile, reason, warm)

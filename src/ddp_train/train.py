@@ -99,7 +99,14 @@ class Run:
         else:
             workers = a.workers if a.workers is not None else (4 if self.cuda else 0)
             self.workers = workers
-            self.loader = data_mod.ClassicLoader(self.train_split, out_dtype=torch.float32, workers=workers, **common)
+            if self.pipeline == "classic":
+                from .classic import SeedLoader
+
+                self.loader = SeedLoader(self.train_split, workers=workers,
+                                         **common)
+            else:
+                self.loader = data_mod.ClassicLoader(self.train_split, out_dtype=torch.float32, workers=workers,
+                                                     **common)
         self.eval_norm = data_mod.DeviceLoader(
             self.test_split, out_dtype=in_dtype, **{**common, "augment": False, "batch": max(1, a.batch_size)})
         self.steps_per_epoch = len(self.loader)
@@ -114,8 +121,11 @@ class Run:
         self.step_plan = stepmode.plan_step(
             requested=a.step_mode, device_type=self.device.type, strategy=self.strategy, precision=self.precision,
             compile=a.compile, compile_mode=a.compile_mode, sync_bn=a.sync_bn, grad_compression=a.grad_compression,
-            planned_steps=self.stop_at, distributed=self.strategy == "ddp" and self.distributed)
+            planned_steps=self.stop_at, distributed=self.strategy == "ddp" and self.distributed,
+            graph_reducer=a.graph_reducer)
         self.graph_mode = self.step_plan.mode == "graph"
+        if a.debug_skip_grad_sync and not (self.graph_mode and a.graph_reducer == "flat"):
+            raise TrainError("--debug-skip-grad-sync applies to graph mode's flat reducer only", EXIT_USAGE)
         if self.graph_mode and self.warmup_steps <= self.step_plan.warmup_iters \
                 and self.step_plan.warmup_iters + 1 < self.stop_at:
             # the timed window starts after the eager warm-up iterations and the capture
@@ -182,7 +192,9 @@ class Run:
         self.side_stream = torch.cuda.Stream(self.device) if self.graph_mode else None
         self.reducer = None
         if self.strategy == "ddp" and self.distributed and self.graph_mode and a.graph_reducer == "flat":
-            self.reducer = FlatAllReduce(core, broadcast_buffers=a.broadcast_buffers)
+            self.reducer = FlatAllReduce(core, broadcast_buffers=a.broadcast_buffers,
+                                         comm_dtype=torch.bfloat16 if a.grad_compression == "bf16" else torch.float32,
+                                         skip_sync=a.debug_skip_grad_sync)
             self.model = core
         elif self.strategy == "ddp" and self.distributed:
             with (torch.cuda.stream(self.side_stream) if self.graph_mode else contextlib.nullcontext()):
@@ -224,7 +236,8 @@ class Run:
             workload=a.workload, model=a.model, device=str(self.device), device_name=device_name(self.device),
             data=src, data_pipeline=self.pipeline, precision=self.precision, channels_last=self.channels_last,
             compile=self.step_plan.compile, step_mode=self.step_plan.mode,
-            graph_reducer=(a.graph_reducer if self.graph_mode and self.distributed else None), sync_bn=a.sync_bn,
+            graph_reducer=(a.graph_reducer if self.graph_mode and self.distributed else None),
+            grad_compression=a.grad_compression if self.distributed and self.world > 1 else "none", sync_bn=a.sync_bn,
             per_rank_batch=self.per_rank_batch,
             global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
             epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params, threads=self.threads)

@@ -118,7 +118,8 @@ REGISTRY: dict[str, TargetInfo] = {t.name: t for t in (
         "  ddpctl render compose -n 2 -g 2\n"
         "  ddpctl render compose -f examples/single-node-2gpu.yaml -o compose.yaml\n"
         "  ddpctl render compose -f examples/multi-host.yaml -o out/   (writes out/compose.node-<i>.yaml)\n"
-        "  ddpctl render compose -n 2 -- python train.py --epochs 3",
+        "  ddpctl render compose -n 2 -- python train.py --epochs 3\n"
+        "  ddpctl render compose -n 2 --workdir . --push registry.example:5000/me/proj -- python train.py   (your code, built and pushed)",
         schema=True, examples="compose",
         # compose.yaml -> <example>.yaml, compose.node-1.yaml -> <example>.node-1.yaml
         example_name=lambda example, name: example + name[len("compose"):]),
@@ -126,21 +127,24 @@ REGISTRY: dict[str, TargetInfo] = {t.name: t for t in (
         "pytorchjob", "ddpctl.render.pytorchjob",
         "Render a Kubeflow PyTorchJob (kubeflow.org/v1, Training Operator v1.9.4).\n\n\b\nExamples:\n"
         "  ddpctl render pytorchjob -f examples/2x8-gpu.yaml --namespace ml\n"
-        "  ddpctl render pytorchjob -n 4 -g 8 --gang --scheduler-name volcano -o job.yaml",
+        "  ddpctl render pytorchjob -n 4 -g 8 --gang --scheduler-name volcano -o job.yaml\n"
+        "  ddpctl render pytorchjob -n 2 --workdir . --push registry.example:5000/me/proj -- python train.py   (your code, built and pushed)",
         schema=True, examples="k8s"),
     TargetInfo(
         "trainjob", "ddpctl.render.trainjob",
         "Render a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1, pinned to v2.3.0).\n\n"
         "\b\nExamples:\n"
         "  ddpctl render trainjob -f examples/2x8-gpu.yaml\n"
-        "  ddpctl render trainjob -n 2 -g 8 --kueue-queue team-a -o trainjob.yaml",
+        "  ddpctl render trainjob -n 2 -g 8 --kueue-queue team-a -o trainjob.yaml\n"
+        "  ddpctl render trainjob -n 2 --workdir . --push registry.example:5000/me/proj -- python train.py   (your code, built and pushed)",
         schema=True, examples="k8s"),
     TargetInfo(
         "slurm", "ddpctl.render.slurm",
         "Render an sbatch script: srun starts torchrun on every node, c10d rendezvous on the first host."
         "\n\n\b\nExamples:\n"
         "  ddpctl render slurm -f examples/2x8-gpu.yaml --partition gpu --time 02:00:00\n"
-        "  ddpctl render slurm -n 2 -g 8 --container pyxis -o job.sbatch -- python train.py",
+        "  ddpctl render slurm -n 2 -g 8 --container pyxis -o job.sbatch -- python train.py\n"
+        "  ddpctl render slurm -n 2 --container apptainer --workdir . --push registry.example:5000/me/proj -- python train.py   (your code, built and pushed)",
         file_mode=0o755, examples="slurm", example_name=lambda example, name: f"{example}.sbatch"),
     TargetInfo("up", "ddpctl.local.plan", renders=False),
 )}

@@ -63,6 +63,44 @@ def test_dataloader_pipeline_with_workers_converges():
     assert s["data_pipeline"] == "dataloader" and s["final_accuracy"] > 0.5
 
 
+def test_classic_seed_pipeline_trains_on_two_ranks():
+    """--data-pipeline classic (the seeds' torchvision-style dataset + PIL transforms in workers) under DDP."""
+    s = summary(ok(torchrun(2, TOY + ["--data-pipeline", "classic", "--workers", "1", "--epochs", "3"])[0]))
+    assert s["data_pipeline"] == "classic" and s["sync_check"] == "pass" and s["final_accuracy"] > 0.5
+
+
+def test_classic_transforms_are_torchvisions_operations():
+    """The built-in stand-ins for RandomCrop(padding)/RandomHorizontalFlip/ToTensor/Normalize (used where
+    torchvision is absent) compute what torchvision's do: un-augmented, (x / 255 - mean) / std of the HWC image;
+    augmented, a window of the zero-padded image, mirrored or not."""
+    import torch
+    from ddp_train.classic import TorchvisionStyleDataset, _Builtin
+    from ddp_train.data import Split
+
+    g = torch.Generator().manual_seed(3)
+    imgs = torch.randint(0, 256, (4, 3, 8, 6), dtype=torch.uint8, generator=g)
+    split = Split(imgs, torch.arange(4), 4, "synthetic")
+    mean, std = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)
+    plain = TorchvisionStyleDataset(split, pad=2, flip=True, augment=False, mean=mean, std=std)
+    assert plain.data.shape == (4, 8, 6, 3) and plain.targets == [0, 1, 2, 3]
+    x, y = plain[(0, 5)]  # (epoch, index) keys from the shard sampler; the index wraps around the pool
+    ref = (imgs[1].float() / 255 - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
+    assert y == 1 and x.shape == (3, 8, 6)
+    torch.testing.assert_close(x, ref)
+    aug = _Builtin(8, 6, 2, True, mean, std)
+    from PIL import Image
+
+    padded = torch.nn.functional.pad(ref * torch.tensor(std).view(3, 1, 1) + torch.tensor(mean).view(3, 1, 1),
+                                     (2, 2, 2, 2))  # zero padding in [0, 1] units
+    windows = [padded[:, i:i + 8, j:j + 6] for i in range(5) for j in range(5)]
+    windows += [w.flip(2) for w in windows]
+    torch.manual_seed(0)
+    for _ in range(20):
+        out = aug(Image.fromarray(plain.data[1]))
+        raw = out * torch.tensor(std).view(3, 1, 1) + torch.tensor(mean).view(3, 1, 1)
+        assert any(torch.allclose(raw, w, atol=1e-5) for w in windows)
+
+
 def test_sync_check_catches_planted_divergence():
     init = f"tcp://127.0.0.1:{free_port()}"
     r0, r1 = manual(2, init, TOY + ["--epochs", "1", "--debug-perturb-rank", "1"])

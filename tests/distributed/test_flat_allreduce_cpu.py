@@ -22,7 +22,7 @@ def _worker(rank, world, init_file, out_dir):
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     results = {}
-    for kind in ("ddp", "flat"):
+    for kind in ("ddp", "flat", "flat-bf16"):
         torch.manual_seed(100 + rank)  # different initial weights per rank: both must take rank 0's
         model = ToyCNN(3, 10).to(memory_format=torch.channels_last)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
@@ -30,7 +30,10 @@ def _worker(rank, world, init_file, out_dir):
             net = nn.parallel.DistributedDataParallel(model)
             red = None
         else:
-            net, red = model, FlatAllReduce(model, broadcast_buffers=True)
+            bf16 = kind == "flat-bf16"
+            net, red = model, FlatAllReduce(model, broadcast_buffers=True,
+                                            comm_dtype=torch.bfloat16 if bf16 else torch.float32)
+            assert (red.comm is not None) == bf16
             assert all(p.grad.data_ptr() >= red.grad.data_ptr() for p in model.parameters())
             assert model.features[0][0].weight.grad.stride() == model.features[0][0].weight.stride()
         g = torch.Generator().manual_seed(7 + rank)  # each rank its own batches
@@ -48,6 +51,14 @@ def _worker(rank, world, init_file, out_dir):
                 red.all_reduce()
             opt.step()
         results[kind] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        if kind == "flat-bf16":
+            # the exchange itself: each rank's gradients rounded to bf16, averaged, copied back into the fp32 buffer
+            gen = torch.Generator().manual_seed(11)
+            mine = [torch.randn(red.grad.numel(), generator=gen) for _ in range(world)]
+            red.grad.copy_(mine[rank])
+            red.all_reduce()
+            expect = sum(m.to(torch.bfloat16) for m in mine).div(world).float()
+            results["exchange"] = (red.grad.clone(), expect)
     torch.save(results, os.path.join(out_dir, f"r{rank}.pt"))
     dist.destroy_process_group()
 
@@ -62,3 +73,11 @@ def test_flat_all_reduce_matches_ddp(tmp_path):
             torch.testing.assert_close(r["flat"][k], r["ddp"][k], rtol=1e-5, atol=1e-6, msg=k)
         if "running" not in k and "num_batches" not in k:  # parameters: identical across ranks
             assert torch.equal(r0["flat"][k], r1["flat"][k]), k
+            assert torch.equal(r0["flat-bf16"][k], r1["flat-bf16"][k]), k
+        # gradients all-reduced in bf16 (--grad-compression bf16): within bf16 rounding of the fp32 all-reduce
+        for r in (r0, r1):
+            torch.testing.assert_close(r["flat-bf16"][k], r["flat"][k], rtol=0, atol=2e-2, msg=k)
+    for r in (r0, r1):  # the bf16 exchange: the average of the bf16-rounded gradients, on every rank
+        got, expect = r["exchange"]
+        torch.testing.assert_close(got, expect, rtol=0, atol=0)
+        assert not torch.equal(got, r0["exchange"][1].new_zeros(1).expand_as(got))

@@ -42,7 +42,7 @@ def test_two_gpu_host_default_matrix():
     assert p.total_runs == 11 + 1
     # Per-workload step defaults: about a second or more of timed work each on a current GPU.
     assert {(c.workload, c.warmup, c.steps, c.batch_size) for c in p.cells} == {
-        ("cifar10-resnet18", 30, 200, 256), ("imagenet-synthetic-resnet50", 15, 40, 256)}
+        ("cifar10-resnet18", 30, 200, 256), ("imagenet-synthetic-resnet50", 20, 80, 256)}
 
 
 def test_eight_gpus_scale_out_and_repeat():
@@ -153,7 +153,7 @@ def test_classic_cell_runs_the_seeds_way():
     args = ddp_train_args(c[1], "cuda", ("--compile",))
     assert args[:4] == ["--workload", "cifar10", "--model", "torchvision-resnet18"]
     for flag in ("--precision fp32", "--no-channels-last", "--no-cudnn-benchmark", "--step-mode eager",
-                 "--workers 4", "--data-pipeline dataloader"):
+                 "--workers 4", "--data-pipeline classic"):
         assert flag in " ".join(args)
     assert "--compile" not in args
     assert "--step-mode" not in ddp_train_args(c[0].__class__(**{**c[0].__dict__, "pipeline": "gpu"}), "cuda")

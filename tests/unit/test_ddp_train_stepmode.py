@@ -32,13 +32,19 @@ def test_compile_only_when_asked():
     assert plan_step(**{**GPU, "device_type": "cpu", "compile": True}).compile is True  # eager + compile, as before
 
 
+def test_bf16_gradients_run_in_the_graph_with_the_flat_reducer_only():
+    assert plan_step(**{**GPU, "grad_compression": "bf16"}).mode == "graph"
+    p = plan_step(**{**GPU, "grad_compression": "bf16", "graph_reducer": "ddp"})
+    assert p.mode == "eager" and "comm hook" in p.reason and "--graph-reducer flat" in p.reason
+
+
 @pytest.mark.parametrize("change, why", [
     ({"device_type": "cpu"}, "CUDA graphs need a GPU"),
     ({"strategy": "dp"}, "DataParallel"),
     ({"precision": "fp16"}, "GradScaler"),
     ({"compile": True, "compile_mode": "reduce-overhead"}, "captures CUDA graphs of its own"),
     ({"sync_bn": True}, "--sync-bn"),
-    ({"grad_compression": "bf16"}, "comm hook"),
+    ({"grad_compression": "bf16", "graph_reducer": "ddp"}, "comm hook"),
 ])
 def test_what_rules_the_graph_out(change, why):
     p = plan_step(**{**GPU, **change})

@@ -50,8 +50,10 @@ WORKLOADS: dict[str, Workload] = {
         Workload("toy", "toy", None, ("gpu", "dataloader"), 256, 32, 2_048, None, 20, 100),
         Workload("cifar10-resnet18", "cifar10", "resnet18", ("gpu", "dataloader", "classic"), 256, 32, 50_000,
                  11_173_962, 30, 200, "torchvision-resnet18"),
+        # 20 + 80 steps: at least ddp-train's GRAPH_MIN_STEPS (100), so the cell runs the step mode a real
+        # (longer) run gets: the whole-step CUDA graph
         Workload("imagenet-synthetic-resnet50", "imagenet-synthetic", "resnet50", ("gpu",), 256, 8,
-                 1_281_167, 25_557_032, 15, 40),
+                 1_281_167, 25_557_032, 20, 80),
     )
 }
 

@@ -36,7 +36,8 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
     ddp-train's default single epoch, ends the run (ddp-train pauses its clock at epoch boundaries); no
     evaluation; plain log lines (the output goes to a log file); the backend stays ``auto`` (nccl on GPU,
     gloo on CPU); the step mode stays ddp-train's ``auto`` except in the ``classic`` cells, which run the
-    seeds' way (a torchvision model, PIL per-sample transforms in 4 DataLoader workers, fp32, eager steps) and
+    seeds' way (a torchvision model, ddp-train's ``classic`` pipeline: a torchvision-style dataset with PIL
+    per-sample RandomCrop/Flip/ToTensor/Normalize in 4 DataLoader workers; fp32, eager steps) and
     take no ``--compile`` from the extra flags.
     """
     w = WORKLOADS[cell.workload]
@@ -46,7 +47,7 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
         args += ["--model", model]
     args += [
         "--strategy", cell.strategy,
-        "--data-pipeline", {"gpu": "device", "dataloader": "dataloader", "classic": "dataloader"}[cell.pipeline],
+        "--data-pipeline", {"gpu": "device", "dataloader": "dataloader", "classic": "classic"}[cell.pipeline],
         "--batch-size", str(cell.batch_size),
         "--warmup-steps", str(cell.warmup),
         "--max-steps", str(cell.warmup + cell.steps),

@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from ddpctl.cli import specopts as so
+from ddpctl.cli import wsopts
 from ddpctl.cli.app import app, err
 
 
@@ -36,6 +37,10 @@ _UP_OPTIONS = [
                                              "and exit.")]),
     inspect.Parameter("rm", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
         bool, typer.Option("--rm", help="Remove the job's containers when it ends (attached).")]),
+    inspect.Parameter("bake", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--bake", help="Build the --workdir code (and --requirements) into a workspace image "
+                                          "on the job image and run that, nothing mounted: what a cluster runs.")]),
+    *wsopts.workspace_params(),
 ]
 
 
@@ -53,12 +58,23 @@ def up(**kw) -> None:
 
       ddpctl up --nodes 2 --workdir . -- python my_train.py --epochs 1
 
+      ddpctl up --nodes 2 --workdir . --bake --wheelhouse wheelhouse -- python my_train.py   (as a cluster runs it)
+
       ddpctl up -f job.yaml -d && ddpctl logs ddp --follow
     """
     from ddpctl.local.plan import plan_local
 
-    detach, dry_run, rm = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm")
+    detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
+    pip = wsopts.pip_options(kw)
     spec = so.spec_from_cli("up", kw)
+    if bake or spec.workspace.dir:
+        from ddpctl.images import bake as baking
+
+        if dry_run:
+            err(baking.plan_text(spec, "up", push=False).rstrip())
+            spec = baking.with_image(spec, baking.planned_ref(spec))
+        else:
+            spec = baking.bake(spec, push=False, pip=pip)
     from ddpctl.local import executor
     from ddpctl.local.engine import DockerEngine
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from ddpctl.cli import specopts as so
+from ddpctl.cli import wsopts
 from ddpctl.cli.app import app
 from ddpctl.targets import REGISTRY, render_targets
 
@@ -86,12 +87,35 @@ def _warn_clear_secrets(target: str, spec: Any) -> None:
                   f"output; use --secret-env {ref} to keep it out of the file", file=sys.stderr)
 
 
+DryRun = Annotated[bool, typer.Option(
+    "--dry-run", help="With --push: print what would be built and pushed; build, push and render nothing.")]
+
+
 def _run(target: str, kw: dict[str, Any]) -> None:
     from ddpctl.render import render_files
 
     validate = kw.pop("validate", False)
     output: str | None = kw.pop("output")
+    dry_run = kw.pop("dry_run", False)
+    pip = wsopts.pip_options(kw)
     spec = so.spec_from_cli(target, kw)
+    if spec.workspace.repository:
+        from ddpctl.images import bake
+
+        bake.check_target(target, spec)  # the target must take the spec before anything is built or pushed
+        if dry_run:
+            sys.stdout.write(bake.plan_text(spec, target, push=True))
+            return
+        if output == "":
+            from ddpctl.errors import UsageError
+
+            raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
+        spec = bake.bake(spec, push=True, pip=pip)
+    elif dry_run:
+        from ddpctl.errors import UsageError
+
+        raise UsageError("--dry-run applies to --push (what would be built and pushed)",
+                         "add --push REGISTRY/NAME, or drop --dry-run")
     files = render_files(target, spec)
     _warn_clear_secrets(target, spec)
     if validate:
@@ -115,7 +139,9 @@ def _run(target: str, kw: dict[str, Any]) -> None:
 
 def _make_command(target: str) -> Callable[..., None]:
     """The options: the spec flags and the target's own options (the spec's field table), then -o, --validate."""
-    own = [inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None)]
+    own = [inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None),
+           inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=DryRun, default=False),
+           *wsopts.workspace_params()]
     if REGISTRY[target].schema:  # no schema for an sbatch script
         own.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, annotation=ValidateFlag,
                                      default=False))

@@ -177,6 +177,8 @@ def plan_containers(spec: JobSpec, *, cwd: Path | None, default_user: str | None
     if spec.workdir:
         mounts.append(_mount(spec.resolved_workdir, launch.CONTAINER_WORKDIR, False, cwd))
         working_dir = launch.CONTAINER_WORKDIR
+    elif spec.baked:  # the code is in the image (a pushed workspace image): its directory is the working one
+        working_dir = launch.CONTAINER_WORKDIR
     ulimits = [("stack", launch.STACK_ULIMIT, launch.STACK_ULIMIT)]
     if spec.memlock:
         ulimits.append(("memlock", -1, -1))

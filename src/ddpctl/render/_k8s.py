@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddpctl import launch, rules
+from ddpctl.render import _workspace
 from ddpctl.spec import JobSpec, format_size
 from ddpctl.targets import Unsupported
 
@@ -22,11 +23,11 @@ COMMON_HONOURS = frozenset({
     "kubernetes.namespace", "kubernetes.active_deadline_seconds", "kubernetes.kueue_queue",
     "kubernetes.istio_sidecar", "kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.service_account",
     "kubernetes.shm_size",
-})
-SECTIONS = ("nccl", "kubernetes")
+}) | _workspace.HONOURS
+SECTIONS = ("nccl", "kubernetes", _workspace.SECTION)
 
 # Spec features that make sense for Docker/Slurm but not for a pod that Kubernetes places itself.
-COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
+COMMON_UNSUPPORTED: tuple[Unsupported, ...] = _workspace.UNSUPPORTED + (
     Unsupported("hosts", lambda s: bool(s.hosts), "Kubernetes places pods on nodes itself",
                 "drop hosts, or use kubernetes.node_selector"),
     Unsupported("master_addr", lambda s: s.master_addr is not None,
@@ -35,7 +36,8 @@ COMMON_UNSUPPORTED: tuple[Unsupported, ...] = (
                 "drop device_ids; gpus_per_node is the request"),
     Unsupported("workdir", lambda s: s.workdir is not None,
                 "a directory on this machine cannot be mounted into a cluster pod",
-                "bake the code into the image, or mount it with an absolute volume path on the nodes"),
+                "bake the code into an image with --push REGISTRY/NAME (ddpctl builds, pushes and pins it), or "
+                "mount it with an absolute volume path on the nodes"),
     Unsupported("secret_env without a Kubernetes Secret", lambda s: any(e.secret is None for e in s.secret_env),
                 "the pods read the value from a Secret in the job's namespace",
                 "name it: --secret-env NAME=SECRET[:KEY] (secret_env: {NAME: SECRET:KEY} in the file)", fields=()),
@@ -140,3 +142,8 @@ def metadata(spec: JobSpec) -> dict[str, Any]:
         meta["namespace"] = spec.kubernetes.namespace
     meta["labels"] = job_labels(spec)
     return meta
+
+
+def working_dir(spec: JobSpec) -> dict[str, Any]:
+    """``workingDir: /workspace`` when the code is baked into the image (it is the image's WORKDIR too)."""
+    return {"workingDir": launch.CONTAINER_WORKDIR} if spec.baked else {}

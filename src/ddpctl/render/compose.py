@@ -19,14 +19,15 @@ from typing import Any
 
 from ddpctl import launch
 from ddpctl.local.plan import ContainerPlan, plan_containers
-from ddpctl.render import escape_dollars, to_yaml
+from ddpctl.render import _workspace, escape_dollars, to_yaml
 from ddpctl.spec import JobSpec, format_size
 from ddpctl.targets import Support
 
 TARGET = "compose"
 
 # Compose honours every core spec field; the kubernetes/slurm sections are other targets' options.
-SUPPORT = Support(TARGET, sections=("nccl",), honours=frozenset({
+SUPPORT = Support(TARGET, sections=("nccl", _workspace.SECTION), unsupported=_workspace.UNSUPPORTED,
+                  honours=_workspace.HONOURS | frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
     "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "master_addr",
     "max_restarts", "memlock", "cpus_per_node", "memory_per_node",

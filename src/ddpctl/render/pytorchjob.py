@@ -36,6 +36,7 @@ def _container(spec: JobSpec) -> dict[str, Any]:
         "name": CONTAINER,
         "image": spec.resolved_image,
         "command": _k8s.command(spec),
+        **_k8s.working_dir(spec),
         "env": _k8s.env_list(spec),
         "ports": [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
     }

@@ -18,18 +18,19 @@ import shlex
 
 from ddpctl import launch
 from ddpctl.errors import UnsupportedFeature
+from ddpctl.render import _workspace
 from ddpctl.spec import JobSpec
 from ddpctl.targets import Support, Unsupported
 
 TARGET = "slurm"
 
-SUPPORT = Support(TARGET, sections=("nccl", "slurm"), honours=frozenset({
+SUPPORT = Support(TARGET, sections=("nccl", "slurm", _workspace.SECTION), honours=_workspace.HONOURS | frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "backend", "port", "command", "env", "secret_env",
     "volumes", "workdir", "network", "hosts", "master_addr", "max_restarts", "cpus_per_node", "memory_per_node",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
     "slurm.partition", "slurm.account", "slurm.qos", "slurm.time", "slurm.cpus_per_task", "slurm.mem",
     "slurm.container", "slurm.container_image", "slurm.output",
-}), unsupported=(
+}), unsupported=_workspace.UNSUPPORTED + (
     Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
                 "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
     Unsupported("shm_size", lambda s: s.shm_size is not None, "Slurm jobs use the node's own /dev/shm",
@@ -43,6 +44,9 @@ SUPPORT = Support(TARGET, sections=("nccl", "slurm"), honours=frozenset({
                 fields=()),
     Unsupported("user", lambda s: s.user is not None, "Slurm jobs run as the user who submits them",
                 "drop user and submit the job as that user"),
+    Unsupported("a workspace image without a container", lambda s: s.baked and s.slurm.container == "none",
+                "the code is in the image, which only a container runtime runs",
+                "add --container pyxis or --container apptainer"),
     Unsupported("volumes without a container", lambda s: bool(s.volumes) and s.slurm.container == "none",
                 "without a container the job sees the nodes' file systems directly",
                 "drop volumes, or use --container pyxis|apptainer", fields=()),
@@ -70,6 +74,15 @@ def _mem_mib(nbytes: int) -> str:
     return f"{math.ceil(nbytes / 1024**2)}M"
 
 
+def pyxis_image(ref: str) -> str:
+    """A Docker reference in enroot's syntax, which pyxis passes on: ``REGISTRY#PATH[:TAG|@DIGEST]`` (enroot reads
+    a first component before '/' as part of the path on Docker Hub, never as a registry host)."""
+    first, _, rest = ref.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return ref
+
+
 def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
     """(srun options, words before torchrun) for the chosen container runtime."""
     s = spec.slurm
@@ -77,10 +90,10 @@ def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
     if spec.workdir:
         mounts.append(f"{spec.resolved_workdir}:{launch.CONTAINER_WORKDIR}")
     if s.container == "pyxis":
-        opts = [f"--container-image={s.container_image or spec.resolved_image}"]
+        opts = [f"--container-image={s.container_image or pyxis_image(spec.resolved_image)}"]
         if mounts:
             opts.append(f"--container-mounts={','.join(mounts)}")
-        if spec.workdir:
+        if spec.workdir or spec.baked:
             opts.append(f"--container-workdir={launch.CONTAINER_WORKDIR}")
         return opts, []
     if s.container == "apptainer":
@@ -89,7 +102,7 @@ def _container_words(spec: JobSpec) -> tuple[list[str], list[str]]:
             words.append("--nv")
         for m in mounts:
             words += ["--bind", m]
-        if spec.workdir:
+        if spec.workdir or spec.baked:
             words += ["--pwd", launch.CONTAINER_WORKDIR]
         words.append(s.container_image or f"docker://{spec.resolved_image}")
         return [], words

@@ -33,6 +33,7 @@ from ddpctl.spec.model import (
     NcclOptions,
     SlurmOptions,
     Volume,
+    WorkspaceOptions,
 )
 from ddpctl.spec.source import load_spec, resolve_host_path
 from ddpctl.spec.units import format_size, parse_size
@@ -40,6 +41,6 @@ from ddpctl.spec.units import format_size, parse_size
 __all__ = [
     "DEFAULT_COMMAND", "DEFAULT_CPU_IMAGE", "DEFAULT_GPU_IMAGE", "DEFAULT_NAME", "DEFAULT_PORT",
     "MAX_GPUS_PER_NODE", "MAX_NAME_LEN", "MAX_NODES", "JobSpec", "KubernetesOptions", "NcclOptions",
-    "SlurmOptions", "Volume", "format_size", "load_spec", "parse_size", "resolve_host_path", "spec_from_dict",
+    "SlurmOptions", "Volume", "WorkspaceOptions", "format_size", "load_spec", "parse_size", "resolve_host_path", "spec_from_dict",
     "spec_to_dict",
 ]

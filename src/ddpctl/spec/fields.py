@@ -263,6 +263,22 @@ _TABLE: list[Field] = [
           sample="nvcr.io#nvidia/pytorch:25.08-py3", needs={"slurm": {"container": "pyxis"}}),
     Field("slurm.output", _string(),
           sample="out-%j.txt"),
+    # ---- workspace: (your code in an image: render --push, up --bake; see ddpctl/images/bake.py)
+    Field("workspace", _section("workspace"), dump=_dump_section),
+    Field("workspace.dir", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v), what="workspace dir"),
+          sample="/home/u/proj"),
+    Field("workspace.requirements", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v),
+                                                             what="requirements file"),
+          Flag(("--requirements",), str, "pip requirements of the --workdir code, installed into the workspace "
+               "image (default: DIR/requirements.txt when it exists)."),
+          sample="/home/u/proj/requirements.txt"),
+    Field("workspace.repository", lambda ck, p, v: ck.rule(p, rules.image_ref, ck.string(p, v)),
+          Flag(("--push",), str, "Build the --workdir code into an image on the job image, push it to this "
+               "repository (REGISTRY/NAME) and render with it pinned by digest.", param="push",
+               commands=("compose", "pytorchjob", "trainjob", "slurm")),
+          # what the renderers get from 'ddpctl render --push': the image built, pushed and pinned by digest
+          sample="registry.example:5000/team/proj",
+          needs={"image": "registry.example:5000/team/proj@sha256:" + "ab" * 32, "slurm": {"container": "pyxis"}}),
 ]
 
 FIELDS: dict[str, Field] = {f.key: f for f in _TABLE}

@@ -95,6 +95,16 @@ class SlurmOptions:
 
 
 @dataclass(frozen=True)
+class WorkspaceOptions:
+    """Your own code baked into an image (``ddpctl render ... --workdir DIR --push REPO``, ``ddpctl up --bake``):
+    the directory, its pip requirements and the repository the image is pushed to."""
+
+    dir: str | None = None  # default: the spec's workdir
+    requirements: str | None = None  # default: DIR/requirements.txt when it exists
+    repository: str | None = None  # REGISTRY/NAME; set: render builds, pushes and pins the image by digest
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job. Construct through :func:`spec_from_dict` / :func:`load_spec`."""
 
@@ -124,6 +134,7 @@ class JobSpec:
     nccl: NcclOptions = field(default_factory=NcclOptions)
     kubernetes: KubernetesOptions = field(default_factory=KubernetesOptions)
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    workspace: WorkspaceOptions = field(default_factory=WorkspaceOptions)
     workdir_host: str | None = field(default=None, compare=False)  # ``workdir`` resolved by load_spec
 
     # Derived values are properties, never stored twice.
@@ -131,6 +142,11 @@ class JobSpec:
     def resolved_workdir(self) -> str | None:
         """The host directory to mount at /workspace: absolute when :func:`load_spec` resolved it."""
         return self.workdir_host or self.workdir
+
+    @property
+    def baked(self) -> bool:
+        """Is the code in the image (a workspace image pinned by digest) rather than mounted?"""
+        return bool(self.workspace.repository) and "@sha256:" in self.image
 
     @property
     def resolved_image(self) -> str:
@@ -173,4 +189,5 @@ class JobSpec:
 
 
 # The sections: top-level keys whose value is a mapping of options of their own (checked by the same table).
-SECTIONS: dict[str, type] = {"nccl": NcclOptions, "kubernetes": KubernetesOptions, "slurm": SlurmOptions}
+SECTIONS: dict[str, type] = {"nccl": NcclOptions, "kubernetes": KubernetesOptions, "slurm": SlurmOptions,
+                             "workspace": WorkspaceOptions}

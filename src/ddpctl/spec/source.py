@@ -116,8 +116,21 @@ def load_spec(path: str | Path | None = None, overrides: Mapping[str, Any] | Non
         file_dir = os.path.dirname(os.path.abspath(p))
     from_flags = merge.apply_overrides(data, lines, overrides or {})
     spec = spec_from_dict(data, _lines=lines)
+    spec = _resolve_workspace(spec, file_dir, from_flags)
     return _resolve_host_paths(spec, volumes_base=None if "volumes" in from_flags else file_dir,
                                workdir_base=None if "workdir" in from_flags else file_dir)
+
+
+def _resolve_workspace(spec: JobSpec, file_dir: str | None, from_flags: set[str]) -> JobSpec:
+    """``workspace.dir`` / ``workspace.requirements``: absolute, against the file's directory (or the current one
+    for a flag), like ``workdir``; the code is read from there when the image is built."""
+    w = spec.workspace
+    dir_ = resolve_host_path(w.dir, file_dir) if w.dir else None
+    req = resolve_host_path(w.requirements, None if "workspace.requirements" in from_flags else file_dir) \
+        if w.requirements else None
+    if (dir_, req) == (w.dir, w.requirements):
+        return spec
+    return dataclasses.replace(spec, workspace=dataclasses.replace(w, dir=dir_, requirements=req))
 
 
 def resolve_host_path(path: str, base: str | None = None) -> str:

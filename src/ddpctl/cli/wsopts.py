@@ -1,0 +1,34 @@
+"""The pip options of a workspace image (``render --push``, ``up --bake``): where its requirements come from,
+the same flags and checks as ``ddpctl image build``."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+Wheelhouse = Annotated[Optional[Path], typer.Option(
+    "--wheelhouse", show_default=False, help="With --push / --bake: directory of wheels pip installs the "
+    "requirements from (offline).")]
+IndexUrl = Annotated[Optional[str], typer.Option(
+    "--index-url", show_default=False, help="With --push / --bake: package index (mirror) for the requirements.")]
+CaFile = Annotated[Optional[Path], typer.Option(
+    "--ca-file", show_default=False, help="With --index-url: CA bundle (PEM) for it.")]
+
+
+def workspace_params() -> list[inspect.Parameter]:
+    """pip's sources for the requirements of a workspace image (render --push, up --bake)."""
+    return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=None)
+            for n, a in (("wheelhouse", Wheelhouse), ("index_url", IndexUrl), ("ca_file", CaFile))]
+
+
+def pip_options(kw: dict[str, Any]):
+    """Pop the pip options out of ``kw``, checked as 'ddpctl image build' checks them."""
+    from ddpctl.images.plans import build_plan
+    from ddpctl.images.workspace import PipOptions
+
+    wheelhouse, index_url, ca_file = kw.pop("wheelhouse", None), kw.pop("index_url", None), kw.pop("ca_file", None)
+    build_plan(cpu=True, wheelhouse=wheelhouse, index_url=index_url, ca_file=ca_file)
+    return PipOptions(wheelhouse, index_url, ca_file)
