@@ -109,8 +109,12 @@ class SeedLoader:
     def __len__(self):
         return self.steps
 
-    def epoch(self, epoch, start_step=0):
-        self.sampler.set_epoch(epoch, start_step)
+    def epoch_steps(self, segment=None):
+        return self.sampler.epoch_steps(segment)
+
+    def epoch(self, epoch, start_step=0, segment=None):
+        self.sampler.set_epoch(epoch, start_step, segment)
+        self.last_indices = None  # not tracked through the workers (--debug-sample-log needs the device pipeline)
         for x, y in self.loader:
             x = x.to(self.device, non_blocking=True)
             if self.channels_last:

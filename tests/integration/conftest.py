@@ -4,7 +4,7 @@ They need a running engine and the CPU image ``ddpctl/ddp-train:cpu``; ``make te
 (scripts/ci-setup.sh, make image-cpu). Without an engine the tests are skipped, unless
 DDPCTL_REQUIRE_DOCKER=1 (set by ``make test``), which turns a missing engine into a failure.
 
-A session fixture checks that no container or network with ddpctl's labels is left when the tests end.
+A session fixture checks that no container, network or volume with ddpctl's labels is left when the tests end.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ def engine():
     yield client
     leftovers = [c.name for c in client.containers.list(all=True, filters={"label": MANAGED})]
     nets = [n.name for n in client.networks.list(filters={"label": MANAGED})]
-    assert not leftovers and not nets, f"ddpctl left containers {leftovers} / networks {nets}"
+    vols = [v.name for v in client.volumes.list(filters={"label": MANAGED})]
+    assert not leftovers and not nets and not vols, \
+        f"ddpctl left containers {leftovers} / networks {nets} / volumes {vols}"
 
 
 @pytest.fixture(scope="session")

@@ -335,6 +335,10 @@ def test_every_spec_plans_for_up_or_fails_cleanly():
             req = container_request(c)
             assert all(rules._ENV_NAME_RE.fullmatch(k) for k in req["environment"])
             for m in req.get("mounts", []):
+                if m["type"] == "volume":  # the only named volume: a restartable job's checkpoints
+                    assert m["source"] == plan.checkpoint_volume == f"{spec.name}-ckpt" and spec.max_restarts
+                    assert m["target"] == "/checkpoints"
+                    continue
                 assert m["type"] == "bind" and m["source"].startswith("/") and ".." not in m["source"].split("/")
             if "nano_cpus" in req:
                 assert req["nano_cpus"] >= 10**6

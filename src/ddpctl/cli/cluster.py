@@ -52,9 +52,17 @@ def up(**kw) -> None:
     closing stdout, as '| head' does) stops the job and removes it. With -d it returns at once; use
     'ddpctl logs' / 'ddpctl ps' / 'ddpctl down'.
 
+    With --max-restarts N (attached only) a node that dies with a retryable exit code (>= 128: killed,
+    OOM-killed, lost peer) restarts the whole job, up to N times, each restart one line on stderr; every
+    node mounts the job's checkpoint directory /checkpoints (a volume <job>-ckpt that 'down' removes, or
+    your own '-v DIR:/checkpoints'), ddp-train writes its checkpoints there and resumes from the newest
+    one ('--resume auto'). A permanent exit code (< 128) ends the job at once.
+
     Examples:
 
       ddpctl up --nodes 2 --nproc-per-node 2
+
+      ddpctl up --nodes 2 --max-restarts 3 -- ddp-train --checkpoint-every 50
 
       ddpctl up --nodes 2 --workdir . -- python my_train.py --epochs 1
 
@@ -86,12 +94,26 @@ def up(**kw) -> None:
         typer.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False), nl=False)
         return
 
+    if detach and plan.max_restarts:
+        from ddpctl.errors import UsageError
+
+        raise UsageError(f"--max-restarts {plan.max_restarts} needs an attached 'ddpctl up': it is the process "
+                         "that restarts the job, and -d returns at once",
+                         "drop -d (keep it running with nohup or tmux), or use --max-restarts 0")
+    from ddpctl.errors import EngineError
     from ddpctl.host import gpu_count as host_gpu_count
+    from ddpctl.local import restarts
 
     t0 = time.monotonic()
     job = executor.up(plan, engine, host_gpus=host_gpu_count() if plan.wants_gpus else 0, say=err)
-    err(f"job {plan.job}: {len(job.ids)} node(s), world size {plan.world_size}, image {plan.image} "
-        f"(started in {time.monotonic() - t0:.1f}s)")
+    where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
+    err(f"job {plan.job}: {len(job.ids)} node(s), world size {plan.world_size}, image {plan.image}"
+        + (f", up to {plan.max_restarts} restart(s), checkpoints in {restarts.CHECKPOINT_DIR} ({where})"
+           if plan.max_restarts else "")
+        + f" (started in {time.monotonic() - t0:.1f}s)")
+    note = restarts.checkpoint_cadence_note(plan.containers[0].argv) if plan.max_restarts else None
+    if note:
+        err(note)
     if detach:
         for rank in sorted(job.ids):
             typer.echo(plan.containers[rank].name)
@@ -102,13 +124,14 @@ def up(**kw) -> None:
 
     old = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        outcome = executor.attach(job, engine, color=_color(sys.stdout))
+        finished = executor.supervise(job, engine, color=_color(sys.stdout), say=err)
     except (KeyboardInterrupt, executor.OutputClosed) as exc:
         closed = isinstance(exc, executor.OutputClosed)
         if closed:
             _silence_stdout()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         err(f"{'stdout closed' if closed else 'interrupted'}: stopping job {plan.job}")
-        for cid in job.ids.values():
+        for cid in list(job.ids.values()):
             try:
                 engine.stop(cid, timeout=3)
             except Exception:  # noqa: BLE001 - removal below forces it
@@ -116,19 +139,18 @@ def up(**kw) -> None:
         executor.remove_job(engine, plan.job)
         err(f"job {plan.job} stopped and removed")
         sys.exit(141 if closed else 130)
+    except EngineError as exc:  # a restart could not create or start the nodes
+        executor.remove_job(engine, plan.job)
+        exc.problem += "; the job was removed"
+        raise
     finally:
         signal.signal(signal.SIGTERM, old)
-    failure = None
-    if outcome.first_failure is not None:
-        cause = executor.job_root_cause(job, engine, outcome)
-        node = cause.node if cause else outcome.first_failure
-        failure = executor.failure_message(plan.job, node, outcome.codes[node], engine.inspect(job.ids[node]),
-                                           cause)
     if rm:
         executor.remove_job(engine, plan.job)
-    if failure is not None:
-        raise failure
-    err(f"job {plan.job} finished: all {len(job.ids)} node(s) exited 0"
+    if finished.failure is not None:
+        raise finished.failure
+    again = f" after {finished.restarts} restart(s)" if finished.restarts else ""
+    err(f"job {plan.job} finished{again}: all {len(job.ids)} node(s) exited 0"
         + ("" if rm else f"; remove it with 'ddpctl down {plan.job}'"))
 
 
@@ -151,7 +173,7 @@ def _silence_stdout() -> None:
 def ps(
     job: Annotated[Optional[str], typer.Argument(help="Only this job.", show_default=False)] = None,
 ) -> None:
-    """List ddpctl jobs on this host: nodes, state, exit codes, age.
+    """List ddpctl jobs on this host: nodes, state, exit codes, restarts (up --max-restarts), age.
 
     Example:
 
@@ -165,10 +187,10 @@ def ps(
         err("no ddpctl jobs" + (f" named {job}" if job else ""))
         return
     now = time.time()
-    table = [("JOB", "NODE", "CONTAINER", "STATE", "EXIT", "AGE")]
+    table = [("JOB", "NODE", "CONTAINER", "STATE", "EXIT", "RESTARTS", "AGE")]
     for r in rows:
         table.append((r.job, str(r.rank), r.name, r.state, "" if r.exit_code is None else str(r.exit_code),
-                      executor.format_age(now - r.created)))
+                      str(r.restarts or 0), executor.format_age(now - r.created)))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -249,7 +271,8 @@ def down(
     job: Annotated[Optional[str], typer.Argument(help="Job name.", show_default=False)] = None,
     all_jobs: Annotated[bool, typer.Option("--all", help="Every ddpctl job on this host.")] = False,
 ) -> None:
-    """Stop and remove a job's containers and network (safe to repeat; a missing job is not an error).
+    """Stop and remove a job's containers, network and checkpoint volume (safe to repeat; a missing job is not
+    an error). A directory you mounted at /checkpoints yourself is never touched.
 
     Examples:
 
@@ -268,8 +291,9 @@ def down(
     if not jobs:
         err("no ddpctl jobs to remove")
     for j in jobs:
-        n_c, n_n = executor.remove_job(engine, j)
-        if n_c or n_n:
-            err(f"job {j}: removed {n_c} container(s) and {n_n} network(s)")
+        n_c, n_n, n_v = executor.remove_job(engine, j)
+        if n_c or n_n or n_v:
+            vols = f" and {n_v} volume(s)" if n_v else ""
+            err(f"job {j}: removed {n_c} container(s){',' if vols else ' and'} {n_n} network(s){vols}")
         else:
             err(f"job {j}: nothing to remove")

@@ -156,15 +156,20 @@ def _requirements(root: Path, requirements: str | Path | None) -> Path | None:
         path = default
     else:
         path = Path(requirements).expanduser()
+        if path.is_dir():
+            raise UsageError(f"requirements file {str(requirements)!r} is a directory",
+                             "pass the path of a pip requirements file, e.g. --requirements requirements.txt")
         if not path.is_file():
             raise UsageError(f"requirements file {str(requirements)!r} does not exist",
                              "pass the path of a pip requirements file, e.g. --requirements requirements.txt")
     try:
         text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise UsageError(f"cannot read requirements file {path} ({why})",
+    except OSError as exc:
+        raise UsageError(f"cannot read requirements file {path} ({exc.strerror})",
                          "fix its permissions (chmod u+r) or pass another with --requirements") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"cannot read requirements file {path} (not UTF-8 text)",
+                         "save it as UTF-8 text, one requirement per line") from None
     for n, line in enumerate(text.splitlines(), 1):
         word = line.split("#", 1)[0].strip()
         if word.startswith(("-e ", "--editable", "-r ", "--requirement", "-c ", "--constraint")) or \

@@ -47,8 +47,11 @@ def torchrun_argv(
     rdzv_id: str | None = None,
     nproc_per_node: str | None = None,
     rdzv_conf: str | None = None,
+    restarts: bool = True,
 ) -> list[str]:
-    """``torchrun [topology flags] --no-python <user command>``; flags left None are omitted."""
+    """``torchrun [topology flags] --no-python <user command>``; flags left None are omitted.
+
+    ``restarts=False``: no ``--max-restarts`` (``ddpctl up`` restarts the whole job itself)."""
     argv = ["torchrun"]
     for flag, value in (
         ("--nnodes", nnodes),
@@ -63,7 +66,7 @@ def torchrun_argv(
     ):
         if value is not None:
             argv += [flag, value]
-    if spec.max_restarts:
+    if spec.max_restarts and restarts:
         argv += ["--max-restarts", str(spec.max_restarts)]
     argv.append("--no-python")
     return argv + user_command(spec)

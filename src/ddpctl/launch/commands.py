@@ -11,11 +11,13 @@ from ddpctl.spec import JobSpec
 # ------------------------------------------------------------------------------------------ targets
 
 
-def local_nodes(spec: JobSpec, *, host_cpus: float | None = None) -> list[NodeLaunch]:
+def local_nodes(spec: JobSpec, *, host_cpus: float | None = None, torchrun_restarts: bool = True) -> list[NodeLaunch]:
     """Docker (``ddpctl up``) and compose: one container per node, static rendezvous at node 0.
 
     ``host_cpus``: the CPUs of the host the nodes run on (``ddpctl up`` knows them; a rendered compose file
-    does not, so its threads come from ``cpus_per_node`` or are decided in the container)."""
+    does not, so its threads come from ``cpus_per_node`` or are decided in the container).
+    ``torchrun_restarts=False``: ``max_restarts`` is not passed to torchrun (``ddpctl up`` restarts the job,
+    see :mod:`ddpctl.local.restarts`)."""
     if spec.network == "host" and spec.nodes > 1 and not spec.hosts:
         # Checked here, not in the spec: Kubernetes hostNetwork needs no host list.
         raise SpecError("'hosts' is required with network: host and more than one node",
@@ -35,6 +37,7 @@ def local_nodes(spec: JobSpec, *, host_cpus: float | None = None) -> list[NodeLa
             node_rank=str(rank),
             master=addr,
             master_port=str(spec.port),
+            restarts=torchrun_restarts,
         )
         argv[0] = EXIT_CODE_LAUNCHER  # torchrun with rank-prefixed whole lines and a root-cause line
         out.append(NodeLaunch(rank=rank, name=node_name(spec, rank), argv=tuple(argv),

@@ -13,11 +13,12 @@ the compose file as the spec has them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from ddpctl import launch
+from ddpctl.local import restarts
 from ddpctl.spec import JobSpec, format_size
 from ddpctl.targets import Support, Unsupported
 
@@ -64,6 +65,7 @@ class ContainerPlan:
     user: str | None = None  # uid[:gid] or name; None: the image's user
     extra_env: tuple[tuple[str, str], ...] = ()  # after env and the secrets, unless they set it (HOME)
     max_restarts: int = 0  # restart the container on failure up to this many times (compose; see container_request)
+    restart_argv: tuple[str, ...] | None = None  # up --max-restarts: the argv of a job restart (ddpctl.local.restarts)
 
     @property
     def nano_cpus(self) -> int | None:
@@ -102,6 +104,8 @@ class LocalPlan:
     port: int
     world_size: int
     host_network: bool
+    max_restarts: int = 0  # job restarts after a retryable node failure (ddpctl.local.restarts)
+    checkpoint_volume: str | None = None  # the named volume ddpctl creates for the checkpoints, if any
 
     @property
     def gpus_total(self) -> int:
@@ -120,6 +124,11 @@ class LocalPlan:
             "world_size": self.world_size,
             "network": ({"name": self.network, "driver": "bridge", "labels": dict(self.network_labels)}
                         if self.network else "host"),
+            **({"max_restarts": self.max_restarts, "checkpoint_dir": restarts.CHECKPOINT_DIR,
+                "checkpoint_volume": ({"name": self.checkpoint_volume, "labels": dict(self.network_labels)}
+                                      if self.checkpoint_volume else "mounted by the spec"),
+                "restart_command": list(self.containers[0].restart_argv or ()) if self.containers else []}
+               if self.max_restarts else {}),
             "containers": [_masked(container_request(c)) for c in self.containers],
         }
 
@@ -159,7 +168,7 @@ def is_root(user: str | None) -> bool:
 
 
 def plan_containers(spec: JobSpec, *, cwd: Path | None, default_user: str | None = None,
-                    host_cpus: float | None = None) -> tuple[ContainerPlan, ...]:
+                    host_cpus: float | None = None, torchrun_restarts: bool = True) -> tuple[ContainerPlan, ...]:
     """One container per node of ``spec`` (every node, also for a multi-host spec: compose writes one file
     per host). ``cwd``: the directory relative host paths are resolved against; None keeps them as the spec
     has them (relative to a compose file). ``host_cpus`` (the engine host's CPUs) sets each process's
@@ -169,6 +178,7 @@ def plan_containers(spec: JobSpec, *, cwd: Path | None, default_user: str | None
     bind-mount a host directory (``workdir``, a volume with a path) and the spec sets no ``user``, so files
     they write there belong to the caller. Without a bind mount the image's user (root) stays: nothing the
     job writes reaches the host, and the image's own directories (``/workspace``) are root's.
+    ``torchrun_restarts=False`` (``up``): torchrun gets no ``--max-restarts``, the executor restarts the job.
     """
     host_network = spec.network == "host"
     network = None if host_network else launch.network_name(spec)
@@ -194,37 +204,55 @@ def plan_containers(spec: JobSpec, *, cwd: Path | None, default_user: str | None
         network=network, ipc_mode=ipc_mode, shm_size=shm_size, ulimits=tuple(ulimits), mounts=tuple(mounts),
         working_dir=working_dir, cpus=spec.cpus_per_node, mem_limit=spec.memory_per_node,
         secret_env=tuple(e.name for e in spec.secret_env), max_restarts=spec.max_restarts,
-    ) for node in launch.local_nodes(spec, host_cpus=host_cpus))
+    ) for node in launch.local_nodes(spec, host_cpus=host_cpus, torchrun_restarts=torchrun_restarts))
 
 
 def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
                host_cpus: float | None = None) -> LocalPlan:
     """The containers and network of ``spec`` on this host (``ddpctl up``); see :func:`plan_containers`."""
     SUPPORT.check(spec)
-    containers = plan_containers(spec, cwd=cwd, default_user=default_user, host_cpus=host_cpus)
+    containers = plan_containers(spec, cwd=cwd, default_user=default_user, host_cpus=host_cpus,
+                                 torchrun_restarts=False)
+    volume = None
+    if spec.max_restarts:  # ddpctl.local.restarts: the checkpoint directory, the argv of the first start and restarts
+        if not any(m.target == restarts.CHECKPOINT_DIR for m in containers[0].mounts):
+            volume = restarts.volume_name(spec.name)
+        extra = (Mount(volume, restarts.CHECKPOINT_DIR, False, False),) if volume else ()
+        containers = tuple(replace(
+            c, mounts=c.mounts + extra, env=c.env + ((restarts.CHECKPOINT_ENV, restarts.CHECKPOINT_DIR),),
+            argv=restarts.first_argv(c.argv), restart_argv=restarts.restart_argv(c.argv)) for c in containers)
     host_network = spec.network == "host"
     return LocalPlan(job=spec.name, image=spec.resolved_image, network=containers[0].network,
                      network_labels=tuple(launch.labels(spec).items()), containers=containers,
-                     port=spec.port, world_size=spec.world_size, host_network=host_network)
+                     port=spec.port, world_size=spec.world_size, host_network=host_network,
+                     max_restarts=spec.max_restarts, checkpoint_volume=volume)
 
 
-def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
+def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None, *,
+                      restart: int = 0) -> dict[str, Any]:
     """The Docker Engine create request for one node, as plain data (docker-py ``containers.create`` kwargs
     with ``device_requests``/``ulimits``/``mounts`` still as dicts; the engine adapter converts them).
 
     ``secrets``: the values of ``c.secret_env``, read by the executor from its environment when it starts the
-    job; without them (a dry run) each one shows where its value will come from, never a value."""
+    job; without them (a dry run) each one shows where its value will come from, never a value.
+    ``restart``: how many times the job was restarted before this container (``up --max-restarts`` only)."""
     from ddpctl.secrets import FROM_ENV
 
     values = dict(secrets) if secrets is not None else {name: FROM_ENV for name in c.secret_env}
     req: dict[str, Any] = {"name": c.name}
     if c.hostname:
         req["hostname"] = c.hostname
+    env, labels, command = c.environment(values), dict(c.labels), list(c.argv)
+    if c.restart_argv is not None:
+        env[restarts.RESTART_ENV] = str(restart)
+        labels[restarts.LABEL_RESTARTS] = str(restart)
+        if restart:
+            command = list(c.restart_argv)
     req.update({
         "image": c.image,
-        "command": list(c.argv),
-        "environment": c.environment(values),
-        "labels": dict(c.labels),
+        "command": command,
+        "environment": env,
+        "labels": labels,
         "ulimits": [{"name": n, "soft": s, "hard": h} for n, s, h in c.ulimits],
     })
     if c.network:
@@ -249,7 +277,7 @@ def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None
         req["nano_cpus"] = c.nano_cpus
     if c.mem_limit:
         req["mem_limit"] = c.mem_limit
-    # No Docker restart policy from c.max_restarts: `ddpctl up`'s executor watches every node and stops the job
-    # at the first failure; a daemon restart would bring the failed node back behind its back, running after the
-    # failure was reported. Restarting a local job is the executor's (issue 11); compose writes the policy.
+    # No Docker restart policy from c.max_restarts: `ddpctl up`'s executor watches every node and restarts the
+    # whole job after a retryable failure (executor/supervise.py); a daemon restart would bring one failed node
+    # back behind its back. Compose writes the policy.
     return req

@@ -159,7 +159,10 @@ _TABLE: list[Field] = [
           Flag(("--hosts",), str, "Comma-separated host addresses, one per node, master first (multi-host).",
                commands=("compose", "pytorchjob", "trainjob", "slurm")),
           sample=["node-a"], needs={"network": "host"}),
-    Field("max_restarts", _int(0, 100), Flag(("--max-restarts",), int, "torchrun restarts before failing."),
+    Field("max_restarts", _int(0, 100), Flag(
+        ("--max-restarts",), int, "Restarts after a node fails with a retryable exit code (>= 128: killed, OOM, "
+        "lost peer) before the job fails; 0 (default): fail at once. up: the whole job restarts and resumes from "
+        "its last checkpoint in /checkpoints (docs/fault-tolerance.md)."),
           sample=2),
     Field("device_ids", lambda ck, p, v: tuple(ck.rule(p, rules.device_id, x) for x in ck.str_list(p, v)),
           Flag(("--device-ids",), str, "Comma-separated host GPU ids to split across nodes."),

@@ -14,6 +14,8 @@ The parts (callers use the names re-exported here):
                      (:func:`create`, :func:`start`, :func:`up`), with rollback, and :func:`remove_job`;
 - :mod:`.attach`     the one place that waits on a started job: streams its output, stops it at the first
                      failure, names the root cause (:func:`attach`, :func:`job_root_cause`, :func:`failure_message`);
+- :mod:`.supervise`  an attached job to its end: restarts after retryable node failures
+                     (:func:`supervise`, ``up --max-restarts``; the rules in :mod:`ddpctl.local.restarts`);
 - :mod:`.lines`      the text of node output (``rank-N |`` prefixes, the launcher's failure line);
 - :mod:`.jobs`       ``ps`` / ``logs`` / ``down --all`` by label;
 - :mod:`.common`     labels and helpers the others share.
@@ -32,7 +34,7 @@ from ddpctl.local.executor.attach import (
     root_cause,
 )
 from ddpctl.local.executor.common import MANAGED, Say, job_label
-from ddpctl.local.executor.create import Job, create, remove_job, rollback, start, up
+from ddpctl.local.executor.create import Job, create, remove_job, restart, rollback, start, up
 from ddpctl.local.executor.jobs import (
     NodeRow,
     all_jobs,
@@ -55,17 +57,20 @@ from ddpctl.local.executor.lines import (
     label_width,
     node_ranks,
     parse_launch_failure,
+    peer_loss_line,
     prefix,
     silent_ranks_line,
     split_rank,
 )
 from ddpctl.local.executor.preflight import host_cpus, port_free, preflight, secret_values
+from ddpctl.local.executor.supervise import Finished, supervise
 
 __all__ = [
-    "COLORS", "LAUNCHER", "LAUNCH_FAILURE", "MANAGED", "PEER_GRACE_S", "RANK_LINE", "RESET", "Job", "NodeFailure",
+    "COLORS", "LAUNCHER", "LAUNCH_FAILURE", "MANAGED", "PEER_GRACE_S", "RANK_LINE", "RESET", "Finished", "Job",
+    "NodeFailure",
     "NodeRow", "Outcome", "OutputClosed", "Say", "all_jobs", "attach", "create", "failure_message",
     "follow_logs", "format_age", "format_line", "host_cpus", "job_label", "job_nodes", "job_root_cause",
     "label", "label_width", "list_nodes", "merged_logs", "node_failure", "node_ranks", "parse_launch_failure",
-    "port_free", "prefix", "preflight", "remove_job", "rollback", "root_cause", "secret_values",
-    "silent_ranks_line", "split_rank", "start", "up", "wait_for_line",
+    "peer_loss_line", "port_free", "prefix", "preflight", "remove_job", "restart", "rollback", "root_cause", "secret_values",
+    "silent_ranks_line", "split_rank", "start", "supervise", "up", "wait_for_line",
 ]

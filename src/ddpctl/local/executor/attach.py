@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ddpctl.errors import JobFailed
 from ddpctl.local.engine import ContainerInfo, Engine
@@ -23,6 +24,7 @@ from ddpctl.local.executor.lines import (
     format_line,
     label_width,
     parse_launch_failure,
+    peer_loss_line,
 )
 
 
@@ -54,11 +56,15 @@ class Outcome:
     stopped: set[int] = field(default_factory=set)  # nodes ddpctl stopped after the first failure
 
 
-def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_failure: bool = True) -> Outcome:
+def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_failure: bool = True,
+           mute_after: Callable[[int], bool] | None = None) -> Outcome:
     """Stream every node's output until all exit; stop the job at the first failure.
 
     Each line is ``node-N rank-R | text`` (a worker) or ``node-N | text`` (the node's launcher). Raises
     :class:`OutputClosed` when nobody reads stdout any more; the caller stops the job then.
+    ``mute_after(code)`` (given for a job that restarts on failure): when it is true for the first failed
+    node's exit code, the other nodes' lines from then on (their errors while they stop) are not written, nor
+    is any rank's or launcher's report of a retryable failure (a lost peer): the restart says it in one line.
     """
     out = out or sys.stdout
     q: queue.Queue = queue.Queue()
@@ -80,6 +86,7 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
     stopped: set[int] = set()
     lost_peer: set[int] = set()  # nodes whose launcher said its failure was a lost peer
     stop_at: float | None = None
+    muted = False
 
     def stop_the_rest() -> None:
         for r, cid in job.ids.items():
@@ -101,6 +108,8 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
             found = LAUNCH_FAILURE.match(value)
             if found and "lost a peer" in (found.group(3) or ""):
                 lost_peer.add(rank)
+            if muted or (mute_after is not None and peer_loss_line(value)):
+                continue
             try:
                 out.write(format_line(rank, value, width, color) + "\n")
                 out.flush()
@@ -110,6 +119,7 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
         codes[rank] = value
         if value != 0 and first is None:
             first = rank
+            muted = mute_after is not None and mute_after(value)
             if stop_on_failure:
                 # A node that only lost its peer failed second: give the node that failed first a moment to
                 # report its own root cause before it is stopped.

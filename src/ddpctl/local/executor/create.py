@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ddpctl.errors import EngineError
 from ddpctl.local.engine import Engine
 from ddpctl.local.executor.common import Say, _quiet, _reason, job_label
 from ddpctl.local.executor.preflight import port_free, preflight, secret_values
-from ddpctl.local.plan import LocalPlan, container_request
+from ddpctl.local.plan import LocalPlan, container_request, is_root
 
 
 @dataclass
@@ -24,11 +24,16 @@ class Job:
     plan: LocalPlan
     ids: dict[int, str]  # rank -> container id
     network_id: str | None
+    volume: str | None = None  # the checkpoint volume ddpctl created for the job
+    restarts: int = 0  # how many times the job was restarted (ddpctl.local.restarts)
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
-def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple[int, int]:
-    """Remove every container and network labelled ``job``. Idempotent. Returns (containers, networks)."""
-    n_c = n_n = 0
+def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple[int, int, int]:
+    """Remove every container, network and volume labelled ``job``. Idempotent.
+
+    Returns (containers, networks, volumes)."""
+    n_c = n_n = n_v = 0
     for c in engine.containers(label=job_label(job)):
         engine.remove_container(c.id)
         n_c += 1
@@ -36,7 +41,10 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple
     for net in nets:
         engine.remove_network(net.id)
         n_n += 1
-    return n_c, n_n
+    for vol in engine.volumes(label=job_label(job)):
+        engine.remove_volume(vol.name)
+        n_v += 1
+    return n_c, n_n, n_v
 
 
 def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet,
@@ -45,15 +53,20 @@ def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet,
     if secrets is None:
         secrets = secret_values(plan, os.environ)
     ids: dict[int, str] = {}
-    network_id = None
+    network_id = volume = None
     try:
         if plan.network:
             network_id = engine.create_network(plan.network, dict(plan.network_labels))
+        if plan.checkpoint_volume:
+            volume = engine.create_volume(plan.checkpoint_volume, dict(plan.network_labels))
+            user = plan.containers[0].user if plan.containers else None
+            if not is_root(user):  # a new volume is root's: the containers' user must write its checkpoints
+                engine.chown_volume(volume, plan.image, user or "", "/checkpoints")
         for c in plan.containers:
             ids[c.rank] = engine.create_container(container_request(c, secrets))
-        return Job(plan, ids, network_id)
+        return Job(plan, ids, network_id, volume, secrets=dict(secrets))
     except BaseException as exc:
-        rollback(engine, list(ids.values()), network_id)
+        rollback(engine, list(ids.values()), network_id, volume)
         if isinstance(exc, KeyboardInterrupt):
             raise
         if isinstance(exc, EngineError):
@@ -68,7 +81,7 @@ def start(job: Job, engine: Engine) -> None:
         for rank in sorted(job.ids):
             engine.start(job.ids[rank])
     except BaseException as exc:
-        rollback(engine, list(job.ids.values()), job.network_id)
+        rollback(engine, list(job.ids.values()), job.network_id, job.volume)
         if isinstance(exc, KeyboardInterrupt):
             raise
         reason = _reason(exc)
@@ -82,7 +95,7 @@ def start(job: Job, engine: Engine) -> None:
                           "fix the cause above and run 'ddpctl up' again") from None
 
 
-def rollback(engine: Engine, cids: list[str], network_id: str | None) -> None:
+def rollback(engine: Engine, cids: list[str], network_id: str | None, volume: str | None = None) -> None:
     for cid in cids:
         try:
             engine.remove_container(cid)
@@ -93,6 +106,31 @@ def rollback(engine: Engine, cids: list[str], network_id: str | None) -> None:
             engine.remove_network(network_id)
         except Exception as exc:  # noqa: BLE001
             print(f"warning: could not remove network {network_id[:12]}: {_reason(exc)}", file=sys.stderr)
+    if volume:
+        try:
+            engine.remove_volume(volume)
+        except Exception as exc:  # noqa: BLE001
+            print(f"warning: could not remove volume {volume}: {_reason(exc)}", file=sys.stderr)
+
+
+def restart(job: Job, engine: Engine) -> None:
+    """Restart every node of a stopped job: its containers are recreated (restart argv, restart count) and
+    started; the network and the checkpoint volume stay. A failure raises :class:`EngineError` (the caller
+    removes the job)."""
+    for cid in job.ids.values():
+        engine.remove_container(cid)
+    job.ids = {}
+    job.restarts += 1
+    try:
+        for c in job.plan.containers:
+            job.ids[c.rank] = engine.create_container(container_request(c, job.secrets, restart=job.restarts))
+        for rank in sorted(job.ids):
+            engine.start(job.ids[rank])
+    except Exception as exc:  # noqa: BLE001 - KeyboardInterrupt passes: the caller removes the job
+        if isinstance(exc, EngineError):
+            raise
+        raise EngineError(f"restarting job {job.plan.job} failed ({_reason(exc)})",
+                          "fix the cause above and run 'ddpctl up' again") from None
 
 
 def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = _quiet,
@@ -106,8 +144,8 @@ def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = _quiet,
     if previous:
         say(f"removing the finished earlier run of job {plan.job}")
         remove_job(engine, plan.job)
-    elif plan.network:
-        remove_job(engine, plan.job)  # a network left without containers
+    elif plan.network or plan.checkpoint_volume:
+        remove_job(engine, plan.job)  # a network or a checkpoint volume left without containers
     job = create(plan, engine, say=say, secrets=secrets)
     start(job, engine)
     return job

@@ -12,6 +12,7 @@ from ddpctl.errors import UsageError
 from ddpctl.launch import LABEL_JOB, LABEL_NODE_RANK
 from ddpctl.local.engine import ContainerInfo, Engine
 from ddpctl.local.executor.common import MANAGED, _split_lines, job_label
+from ddpctl.local.restarts import LABEL_RESTARTS
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class NodeRow:
     state: str
     exit_code: int | None
     created: float
+    restarts: int | None = None  # how many times the job was restarted before this container (None: no restarts)
 
 
 def list_nodes(engine: Engine, job: str | None = None) -> list[NodeRow]:
@@ -30,7 +32,9 @@ def list_nodes(engine: Engine, job: str | None = None) -> list[NodeRow]:
         if LABEL_JOB not in c.labels:
             continue
         rank = int(c.labels.get(LABEL_NODE_RANK, "-1")) if c.labels.get(LABEL_NODE_RANK, "").isdigit() else -1
-        rows.append(NodeRow(c.labels[LABEL_JOB], rank, c.name, c.state, c.exit_code, c.created))
+        restarts = c.labels.get(LABEL_RESTARTS, "")
+        rows.append(NodeRow(c.labels[LABEL_JOB], rank, c.name, c.state, c.exit_code, c.created,
+                            int(restarts) if restarts.isdigit() else None))
     return sorted(rows, key=lambda r: (r.job, r.rank))
 
 
@@ -95,6 +99,7 @@ def follow_logs(engine: Engine, job: str, *, node: int | None = None, tail: int 
 def all_jobs(engine: Engine) -> list[str]:
     jobs = {c.labels.get(LABEL_JOB) for c in engine.containers(label=MANAGED)}
     jobs |= {n.labels.get(LABEL_JOB) for n in engine.networks(label=MANAGED)}
+    jobs |= {v.labels.get(LABEL_JOB) for v in engine.volumes(label=MANAGED)}
     return sorted(j for j in jobs if j)
 
 

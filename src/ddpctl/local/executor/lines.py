@@ -14,6 +14,8 @@ RESET = "\x1b[0m"
 
 RANK_LINE = re.compile(r"^rank-(\d+) \| ")
 LAUNCH_FAILURE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
+# ddp-train's own line for a retryable failure (ddp_train.__main__), e.g. a lost peer
+RETRYABLE_ERROR = re.compile(r"^ddp-train: error: .*; retryable, restart the job \(exit code (\d+)\)$")
 PEER_GRACE_S = 5.0  # after a node that lost a peer exits, how long the others may take to report before a stop
 LAUNCHER = "ddp-train-launch"  # plain torchrun (a job started by an older ddpctl) does not prefix ranks
 
@@ -24,6 +26,14 @@ def split_rank(line: str) -> tuple[int | None, str]:
     if m:
         return int(m.group(1)), line[m.end():]
     return None, line
+
+
+def peer_loss_line(line: str) -> bool:
+    """Is ``line`` (a node's raw output line) a rank's or launcher's report of a retryable failure?"""
+    found = LAUNCH_FAILURE.match(line)
+    if found:
+        return "lost a peer" in (found.group(3) or "") or int(found.group(2)) >= 128
+    return bool(RETRYABLE_ERROR.match(split_rank(line)[1]))
 
 
 def label(node: int, rank: int | None) -> str:

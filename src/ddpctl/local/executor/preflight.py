@@ -64,6 +64,13 @@ def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
             if net.labels.get(LABEL_JOB) != plan.job:
                 raise UsageError(f"a network named {plan.network} already exists and is not job {plan.job}'s",
                                  f"remove it ('docker network rm {plan.network}') or choose another --name")
+    if plan.checkpoint_volume:
+        for vol in engine.volumes(name=plan.checkpoint_volume):
+            if vol.labels.get(LABEL_JOB) != plan.job:
+                raise UsageError(f"a volume named {plan.checkpoint_volume} already exists and is not job "
+                                 f"{plan.job}'s checkpoint volume",
+                                 f"remove it ('docker volume rm {plan.checkpoint_volume}'), choose another --name, "
+                                 f"or mount it yourself with -v {plan.checkpoint_volume}:/checkpoints")
     if _engine_is_local():
         for m in plan.containers[0].mounts if plan.containers else ():
             if m.bind and not os.path.exists(m.source):

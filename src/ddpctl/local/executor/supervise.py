@@ -1,0 +1,57 @@
+"""Run an attached job to its end, restarting it after retryable node failures (``up --max-restarts N``).
+
+One attempt is :func:`~ddpctl.local.executor.attach.attach` (stream, stop the rest at the first failure),
+then the root cause (:func:`~ddpctl.local.executor.attach.job_root_cause`) decides: a retryable exit code
+(>= 128) with restarts left recreates every node (:func:`~ddpctl.local.executor.create.restart`) and says so
+in one line; a permanent one (< 128), or a failure after the last allowed restart, ends the job with one
+line naming the root cause. The rules are in :mod:`ddpctl.local.restarts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddpctl.errors import JobFailed
+from ddpctl.local.engine import Engine
+from ddpctl.local.executor.attach import Outcome, attach, failure_message, job_root_cause
+from ddpctl.local.executor.common import Say, _quiet
+from ddpctl.local.executor.create import Job, restart
+from ddpctl.local.restarts import retryable
+
+
+@dataclass
+class Finished:
+    outcome: Outcome  # of the last attempt
+    failure: JobFailed | None  # None: every node exited 0
+    restarts: int
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def supervise(job: Job, engine: Engine, *, out=None, color: bool = False, say: Say = _quiet) -> Finished:
+    """Attach to ``job`` until it succeeds or fails for good; ``say`` gets the one line of each restart."""
+    plan = job.plan
+    while True:
+        left = plan.max_restarts - job.restarts
+        outcome = attach(job, engine, out=out, color=color, mute_after=retryable if left > 0 else None)
+        if outcome.first_failure is None:
+            return Finished(outcome, None, job.restarts)
+        cause = job_root_cause(job, engine, outcome)
+        node = cause.node if cause else outcome.first_failure
+        code = outcome.codes[node]
+        failure = failure_message(plan.job, node, code, engine.inspect(job.ids[node]), cause)
+        if plan.max_restarts and not retryable(code):
+            failure.problem += " (a permanent exit code, below 128: not restarted)"
+        elif plan.max_restarts and left <= 0:
+            failure.problem = (f"job {plan.job} failed after its last allowed restart "
+                               f"({job.restarts} of --max-restarts {plan.max_restarts}): {failure.problem}")
+        if failure.fix and plan.checkpoint_volume and plan.max_restarts:
+            failure.fix += f" (its checkpoints go with it: volume {plan.checkpoint_volume})"
+        if not retryable(code) or left <= 0:
+            failure.args = (failure.message,)
+            return Finished(outcome, failure, job.restarts)
+        say(f"restart {job.restarts + 1}/{plan.max_restarts}: {failure.problem}; restarting all "
+            f"{_plural(len(job.ids), 'node')}, training resumes from the last checkpoint")
+        restart(job, engine)
