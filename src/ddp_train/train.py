@@ -693,6 +693,9 @@ class Run:
         if self.is0:
             self.metrics.write("preempted", signal=signame, step=self.global_step, checkpoint=path)
             self.metrics.close()
+        # Nobody leaves before rank 0's checkpoint is on disk: a launcher that sees one rank exit may kill the
+        # others at once (srun --kill-on-bad-exit, a pod's other containers), rank 0 in the middle of its save.
+        self.control.barrier()
         where = (f"checkpoint {path} saved" if path else "checkpoint saved by rank 0") if self.args.output_dir \
             else "no checkpoint (no --output-dir)"
         self.control.uninstall()

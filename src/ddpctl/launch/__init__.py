@@ -34,14 +34,18 @@ from ddpctl.launch.argv import (  # noqa: F401
     torchrun_argv,
 )
 from ddpctl.launch.commands import (  # noqa: F401
+    SLURM_CHECKPOINT_ENV,
     SLURM_STORE_CODE,
     local_nodes,
     operator_command,
     operator_env,
+    slurm_checkpoint_dir,
     slurm_command,
+    slurm_resumes,
     slurm_store_command,
 )
 from ddpctl.launch.names import (  # noqa: F401
+    CHECKPOINT_DIR,
     CONTAINER_WORKDIR,
     EXIT_CODE_LAUNCHER,
     LABEL_JOB,
@@ -55,11 +59,14 @@ from ddpctl.launch.names import (  # noqa: F401
     GpuRequest,
     NodeLaunch,
     ShellExpr,
+    _with_command,
     labels,
     master_addr,
     network_name,
     node_name,
     pytorchjob_pod_name,
+    restarts,
+    resume_command,
     trainjob_master_addr,
     user_command,
 )

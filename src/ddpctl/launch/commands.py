@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from ddpctl.errors import SpecError
 from ddpctl.launch.argv import base_env, gpu_requests, torchrun_argv
-from ddpctl.launch.names import EXIT_CODE_LAUNCHER, NodeLaunch, ShellExpr, labels, master_addr, node_name
+from ddpctl.launch.names import (
+    CHECKPOINT_DIR,
+    EXIT_CODE_LAUNCHER,
+    NodeLaunch,
+    ShellExpr,
+    _with_command,
+    labels,
+    master_addr,
+    node_name,
+    restarts,
+    resume_command,
+)
 from ddpctl.launch.threads import nodes_per_host, thread_env
 from ddpctl.spec import JobSpec
 
@@ -59,8 +70,10 @@ def operator_command(spec: JobSpec) -> list[str]:
     image) is torchrun with the root-cause worker's exit code, so it starts the job instead.
     """
     argv = torchrun_argv(spec)
-    if spec.kubernetes.restart_policy == "ExitCode":
+    if spec.restart_policy == "ExitCode":
         argv[0] = EXIT_CODE_LAUNCHER
+    if restarts(spec):  # a recreated pod, or torchrun's own restart, resumes from the last checkpoint
+        argv = _with_command(argv, spec, resume_command(spec))
     return argv
 
 
@@ -73,7 +86,7 @@ def slurm_command(spec: JobSpec) -> list[str]:
     it exits as soon as its own node is done, and the other nodes' torchrun, still closing the rendezvous
     or in their exit barrier, print connection errors and tracebacks (docs/several-hosts.md).
     """
-    return torchrun_argv(
+    argv = torchrun_argv(
         spec,
         nnodes=ShellExpr('"$SLURM_JOB_NUM_NODES"'),
         nproc_per_node=str(spec.procs_per_node),
@@ -82,6 +95,28 @@ def slurm_command(spec: JobSpec) -> list[str]:
         rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
         rdzv_conf="is_host=false",
     )
+    if slurm_resumes(spec):
+        # ddp-train-launch: a SIGTERM ends in one line and exit 143 (ddp-train's checkpoint), not a traceback
+        argv[0] = EXIT_CODE_LAUNCHER
+        argv = _with_command(argv, spec, resume_command(spec, slurm_checkpoint_dir(spec)))
+    return argv
+
+
+SLURM_CHECKPOINT_ENV = "DDPCTL_CHECKPOINTS"
+
+
+def slurm_resumes(spec: JobSpec) -> bool:
+    """Does a Slurm job start again (requeue, the USR1 checkpoint, torchrun restarts) and so resume?"""
+    return restarts(spec) or spec.slurm.requeue or bool(spec.slurm.signal_seconds)
+
+
+def slurm_checkpoint_dir(spec: JobSpec) -> str:
+    """Where a Slurm job's ddp-train keeps its checkpoints: a shared directory every node and every requeued
+    run sees: ``$DDPCTL_CHECKPOINTS`` (the script defaults it to ``$SLURM_SUBMIT_DIR/<job>-ckpt``), or
+    :data:`CHECKPOINT_DIR` inside a container (a volume the spec mounts there)."""
+    if spec.slurm.container != "none":
+        return CHECKPOINT_DIR
+    return ShellExpr(f'"${SLURM_CHECKPOINT_ENV}"')
 
 
 # The rendezvous store of a Slurm job: a TCPStore server (torch is where torchrun is) that waits for SIGTERM.

@@ -113,3 +113,35 @@ def user_command(spec: JobSpec) -> list[str]:
     if cmd[0] == "ddp-train" and spec.backend != "auto" and "--backend" not in cmd:
         cmd += ["--backend", spec.backend]
     return cmd
+
+
+# The job's checkpoint directory inside every container of a job that restarts (a volume the user mounts there).
+CHECKPOINT_DIR = "/checkpoints"
+
+
+def restarts(spec: JobSpec) -> bool:
+    """Is the job meant to survive a lost node (elastic, or restarts allowed)? Then it resumes on every start."""
+    return spec.elastic or spec.max_restarts > 0
+
+
+def resume_command(spec: JobSpec, output_dir: str = CHECKPOINT_DIR) -> list[str]:
+    """:func:`user_command` for a job that starts again after a failure or a requeue: ``ddp-train`` writes its
+    checkpoints to ``output_dir`` (unless its command names one) and resumes from the newest valid one
+    (``--resume auto``, which starts fresh when there is none). Any other command is left as it is."""
+    cmd = user_command(spec)
+    if cmd[0].rsplit("/", 1)[-1] != "ddp-train":
+        return cmd
+
+    def given(flag: str) -> bool:
+        return any(w == flag or w.startswith(flag + "=") for w in cmd[1:])
+
+    if not given("--output-dir"):
+        cmd += ["--output-dir", output_dir]
+    if not given("--resume"):
+        cmd += ["--resume", "auto"]
+    return cmd
+
+
+def _with_command(argv: list[str], spec: JobSpec, command: list[str]) -> list[str]:
+    """``argv`` (from :func:`torchrun_argv`) with the user command after ``--no-python`` replaced."""
+    return argv[:len(argv) - len(user_command(spec))] + command
