@@ -135,7 +135,9 @@ def test_chaos_three_random_kills_end_bit_identical_to_an_uninterrupted_run(engi
             resumed = int(RESUMED.search(line).group(1))
             t_step, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)))
             assert int(STEP_LINE.match(line).group(1)) == resumed + 1
-            lost.append(step - resumed)  # steps done before the kill that are done again
+            # steps shown before the kill that are done again (negative: the kill came after a checkpoint whose
+            # step line was not out yet)
+            lost.append(step - resumed)
             recovery.append(t_step - t_kill)
             step = resumed + 1
         rc = run.finish()
@@ -144,7 +146,7 @@ def test_chaos_three_random_kills_end_bit_identical_to_an_uninterrupted_run(engi
     print(f"kill -> next training step: {', '.join(f'{s:.1f}s' for s in recovery)}; steps redone: {lost}")
     out, err = run.text("out"), run.text("err")
     assert rc == 0, err[-3000:]
-    assert all(0 <= n <= EVERY for n in lost), lost  # at most one checkpoint interval per failure
+    assert all(n <= EVERY for n in lost), lost  # at most one checkpoint interval per failure
     assert err.count("\nrestart ") + err.startswith("restart ") == 3
     assert f"job {job_name} finished after 3 restart(s)" in err
     assert "lost a peer" not in out and "Traceback" not in out  # each restart is one line, on stderr
