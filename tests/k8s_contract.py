@@ -18,8 +18,17 @@ operators, from their source (see docs/render.md for the line-by-line notes):
   ``PET_NODE_RANK`` (the job completion index), ``PET_MASTER_ADDR=<job>-node-0-0.<job>``,
   ``PET_MASTER_PORT=29500``; ``PET_*`` in ``trainer.env`` is rejected by the webhook (torch.go L65-77).
 
+- **PyTorchJob elasticPolicy** (``pkg/controller.v1/pytorch/elastic.go``): ``PET_RDZV_ENDPOINT`` =
+  ``<rdzvHost or <job>-worker-0>:<rdzvPort or the Worker's pytorchjob-port>``, ``PET_RDZV_BACKEND`` (default
+  c10d), ``PET_NNODES`` = ``min:max``, ``PET_MAX_RESTARTS``, ``PET_RDZV_ID`` (when set); no ``PET_NNODES`` of
+  the replica count then.
+- **Restarts** (``pkg/core/pod.go`` L80-88, ``pkg/util/train/train_util.go`` L24-26, ``common/pod.go``
+  L339-374): :func:`after_exit` says what the operator does when a pod's ``pytorch`` container exits:
+  ``ExitCode`` recreates the pod for a code >= 128 and fails the job for 1-127; ``OnFailure`` restarts it for
+  any non-zero code; ``Never`` fails the job.
+
 Then the kubelet expands ``$(VAR)`` references in env values, command and args (``$$`` is a literal ``$``),
-which :func:`expand` reproduces. Not emulated: elastic policies, init containers, CEL rules, scheduling.
+which :func:`expand` reproduces. Not emulated: init containers, CEL rules, scheduling, HPA metrics.
 
 The results are plain dataclasses so that a test harness can start each pod as a real container (hostname,
 network aliases, env, argv, image, /dev/shm size, GPUs, host mounts) and check the job end to end.
@@ -160,8 +169,9 @@ def pytorchjob_pods(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], st
     name = job["metadata"]["name"]
     spec = job["spec"]
     replicas: Mapping[str, Any] = spec["pytorchReplicaSpecs"]
-    if "elasticPolicy" in spec:
-        raise ContractError("elasticPolicy is not emulated")
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None and "Worker" not in replicas:
+        raise ContractError("elasticPolicy needs a Worker replica spec")
     for rtype in replicas:
         if rtype not in ("Master", "Worker"):
             raise ContractError(f"replica type {rtype!r} is not Master or Worker")
@@ -202,7 +212,10 @@ def pytorchjob_pods(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], st
                     "WORLD_SIZE": str(world), "RANK": str(rank), "PET_NODE_RANK": str(rank),
                 })
             injected["PET_NPROC_PER_NODE"] = nproc
-            injected["PET_NNODES"] = str(total)
+            if elastic is None:
+                injected["PET_NNODES"] = str(total)
+            else:
+                injected.update(_elastic_env(name, elastic, replicas, pytorch_container))
             env = _container_env(c.get("env", []), injected, secrets)
             argv = tuple(expand(w, env) for w in list(c.get("command", [])) + list(c.get("args", [])))
             shm, mounts = _mounts(pod_spec, c)
@@ -212,6 +225,39 @@ def pytorchjob_pods(job: Mapping[str, Any], secrets: Mapping[tuple[str, str], st
                             gpus=_gpus(c.get("resources")), mounts=mounts,
                             host_network=bool(pod_spec.get("hostNetwork", False))))
     return pods
+
+
+def _elastic_env(name: str, policy: Mapping[str, Any], replicas: Mapping[str, Any], pytorch_container) -> dict:
+    port = PYTORCHJOB_DEFAULT_PORT
+    for p in pytorch_container(replicas["Worker"]).get("ports", []):
+        if p.get("name") == "pytorchjob-port":
+            port = int(p["containerPort"])
+    env = {"PET_RDZV_ENDPOINT": f"{policy.get('rdzvHost') or name + '-worker-0'}:{policy.get('rdzvPort') or port}",
+           "PET_RDZV_BACKEND": policy.get("rdzvBackend") or "c10d"}
+    if policy.get("minReplicas") is None and policy.get("maxReplicas") is None:
+        env["PET_NNODES"] = str(replicas["Worker"].get("replicas", 1))
+    else:
+        env["PET_NNODES"] = f"{policy.get('minReplicas')}:{policy.get('maxReplicas')}"
+    if policy.get("maxRestarts") is not None:
+        env["PET_MAX_RESTARTS"] = str(policy["maxRestarts"])
+    if policy.get("rdzvId") is not None:
+        env["PET_RDZV_ID"] = str(policy["rdzvId"])
+    return env
+
+
+def after_exit(job: Mapping[str, Any], pod: Pod, exit_code: int) -> str:
+    """What the Training Operator v1.9.4 does when ``pod``'s ``pytorch`` container exits with ``exit_code``:
+    ``"succeeded"``, ``"recreate"`` (ExitCode: the pod is deleted and created again, same name and env),
+    ``"restart"`` (OnFailure: the kubelet restarts the container in place) or ``"failed"`` (the job fails)."""
+    if exit_code == 0:
+        return "succeeded"
+    rspec = job["spec"]["pytorchReplicaSpecs"][pod.replica_type.capitalize()]
+    policy = rspec.get("restartPolicy", "OnFailure")
+    if policy == "ExitCode":
+        return "recreate" if exit_code >= 128 else "failed"
+    if policy in ("OnFailure", "Always"):
+        return "restart"
+    return "failed"
 
 
 # --------------------------------------------------------------------------------------------- TrainJob

@@ -8,7 +8,16 @@ import os
 import sys
 import traceback
 
-from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_SYNC, EXIT_USAGE, RETRYABLE_MIN, Preempted, TrainError, classify
+from .errors import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_SYNC,
+    EXIT_USAGE,
+    RETRYABLE_MIN,
+    Preempted,
+    TrainError,
+    classify,
+)
 
 COMPARE_EPILOG = """\
 example:

@@ -7,9 +7,10 @@ should decide on. Saving is collective (the RNG states are gathered), so every r
 At every step boundary each rank contributes ``[signal number or 0, time-due flag]`` to a MAX all-reduce of
 two int64 on a gloo process group of its own (CPU, whatever the training backend): it never touches the GPU,
 so it neither syncs the device nor interferes with a captured CUDA graph, and it runs asynchronously: the
-reduce started at boundary k is collected at boundary k+1 (long finished by then), so it costs the host a
-few tens of microseconds per step and no waiting. The price is one step of latency: a signal is acted on at
-most two step boundaries after it arrives. A single process decides on the spot.
+reduce started at boundary k is collected at boundary k+1, normally finished by then: the host waits only as
+long as its slowest peer is behind (benchmarks/stop_control.py measures it; docs/BENCHMARKS.md). The price is
+one step of latency: a signal is acted on at most two step boundaries after it arrives. A single process
+decides on the spot.
 """
 
 from __future__ import annotations
@@ -95,6 +96,11 @@ class StopControl:
         sig, due = int(values[0]), int(values[1])
         name = signal.Signals(sig).name if sig else None
         return Decision(stop=name, save=bool(due) and not name)
+
+    def barrier(self):
+        """Every rank waits here for the others (CPU, on the control group); nothing in a single process."""
+        if self.group is not None:
+            dist.barrier(group=self.group)
 
     def drain(self):
         """Wait for the reduce still in flight (the run ends normally): every rank started the same ones."""

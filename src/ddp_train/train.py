@@ -16,8 +16,7 @@ from torch import nn
 
 from . import checkpoint as ckpt_mod
 from . import data as data_mod
-from . import preempt
-from . import stepmode
+from . import preempt, stepmode
 from . import sync as sync_mod
 from . import threads as threads_mod
 from .config import WORKLOAD_DEFAULTS
@@ -310,7 +309,7 @@ class Run:
             self.warn(f"resuming a checkpoint of {ck_world} ranks x batch {ck_batch} with {self.world} x "
                       f"{self.per_rank_batch}: the global batch is now {self.global_batch}"
                       + (f" and --scale-lr sets the base LR to {self.lr:.6g}" if a.scale_lr else
-                         f" with the same LR (--scale-lr would scale it)")
+                         " with the same LR (--scale-lr would scale it)")
                       + "; not bit-identical to an uninterrupted run")
             if a.scale_lr:  # the linear scaling rule for the batch in use now
                 self.sched.base_lrs = [self.lr for _ in self.opt.param_groups]
@@ -694,6 +693,9 @@ class Run:
         if self.is0:
             self.metrics.write("preempted", signal=signame, step=self.global_step, checkpoint=path)
             self.metrics.close()
+        # Nobody leaves before rank 0's checkpoint is on disk: a launcher that sees one rank exit may kill the
+        # others at once (srun --kill-on-bad-exit, a pod's other containers), rank 0 in the middle of its save.
+        self.control.barrier()
         where = (f"checkpoint {path} saved" if path else "checkpoint saved by rank 0") if self.args.output_dir \
             else "no checkpoint (no --output-dir)"
         self.control.uninstall()

@@ -58,6 +58,17 @@ def has_nvidia_runtime(client) -> bool:
     return "nvidia" in (client.info().get("Runtimes") or {})
 
 
+def remove_quietly(container) -> None:
+    """Remove ``container`` (forced) if there is one; best effort, for ``finally`` blocks where the error being
+    raised matters more."""
+    if container is None:
+        return
+    try:
+        container.remove(force=True)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
 def run_once(client, image: str, argv: list[str], device_requests=None) -> tuple[int, str]:
     """Run ``argv`` in ``image`` once (no network) and remove the container whatever happens."""
     container = None
@@ -73,8 +84,4 @@ def run_once(client, image: str, argv: list[str], device_requests=None) -> tuple
         raise EngineError(f"running {image} failed ({str(exc).splitlines()[0][:200]})",
                           "check the image with 'docker run --rm IMAGE python3 -V'") from None
     finally:
-        if container is not None:
-            try:
-                container.remove(force=True)
-            except Exception:  # noqa: BLE001 - best effort; the error above matters more
-                pass
+        remove_quietly(container)

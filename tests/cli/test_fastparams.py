@@ -29,9 +29,9 @@ CASES = {
                        "--max-restarts", "3", "--name", "fp"],
     "shm-bool": ["render", "pytorchjob", "-n", "3", "--shm-size", "2g", "--validate"],
     "file-and-command": ["render", "slurm", "-f", "examples/single-node-2gpu.yaml", "--", "python", "t.py", "-x", "1"],
-    "bad-int": ["render", "compose", "-n", "abc"],
+    "bad-int": ["render", "compose", "-g", "abc"],  # not -n: --nodes is a string (a count or MIN:MAX)
     "float-for-int": ["render", "compose", "--port", "1.5"],
-    "empty-int": ["render", "compose", "-n", ""],
+    "empty-int": ["render", "compose", "-g", ""],
     "bad-float": ["bench", "--cell-timeout", "abc"],
     "bad-optional-float": ["bench", "--time-budget", "1e"],
     "unknown-option": ["ps", "--bogus"],
@@ -57,7 +57,7 @@ def test_same_values_and_errors_without_the_patch(argv):
     assert fast[:2] == typer_own[:2] == (2, "")
     for err in (fast[2], typer_own[2]):
         assert err.count("\n") == 1 and err.startswith("error: Invalid value for '")
-    head = fast[2].split(": ")[:2]  # "error", "Invalid value for '--nodes' / '-n'"
+    head = fast[2].split(": ")[:2]  # "error", "Invalid value for '--gpus-per-node' / '-g'"
     assert typer_own[2].split(": ")[:2] == head
     assert fast[2].rsplit(";", 1)[1] == typer_own[2].rsplit(";", 1)[1]  # " see 'ddpctl ... --help'"
 
@@ -65,7 +65,7 @@ def test_same_values_and_errors_without_the_patch(argv):
 def test_bad_values_are_usage_errors():
     code, out, err = run(CASES["bad-int"], True)
     assert code == 2 and out == ""
-    assert err.startswith("error: Invalid value for '--nodes' / '-n': 'abc' is not a valid integer; "
+    assert err.startswith("error: Invalid value for '--gpus-per-node' / '-g': 'abc' is not a valid integer; "
                           "see 'ddpctl render compose --help'")
 
 

@@ -56,7 +56,9 @@ BAD = [
     ("slurm-ip-hosts", ["slurm", "-n", "2", "--network", "host", "--hosts", "10.0.0.1,10.0.0.2"], None, "node names"),
     ("host-network-no-hosts", ["compose", "-n", "2", "--network", "host"], None, "hosts"),
     ("restart-policy", ["pytorchjob", "--restart-policy", "Sometimes"], None, "OnFailure"),
-    ("nodes-not-an-integer", ["compose", "-n", "two"], None, "not a valid integer"),
+    ("nodes-not-an-integer", ["compose", "-n", "two"], None, "must be a node count or MIN:MAX, got 'two'"),
+    ("nodes-range-reversed", ["pytorchjob", "-n", "3:1"], None, "MIN is above MAX"),
+    ("gpus-not-an-integer", ["compose", "-g", "two"], None, "not a valid integer"),
     ("missing-output-dir", ["compose"], "no/such/dir/out.yaml", "does not exist"),
 ]
 

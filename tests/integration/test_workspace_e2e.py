@@ -157,3 +157,30 @@ def test_compose_file_pulls_the_workspace_image_and_completes(engine, rendered, 
     finally:
         subprocess.run([*base, "down", "-v", "--remove-orphans"], capture_output=True, timeout=120)
     assert labelled(engine, name) == ([], [])
+
+
+def test_up_bake_runs_the_workspace_image_with_nothing_mounted(engine, cpu_image, tmp_path, job_name):
+    """`ddpctl up --workdir DIR --bake`: the image a cluster would get, run locally (no push, no bind mount)."""
+    proj, house = make_project(tmp_path)
+    proc = ddpctl("up", "--name", job_name, "-n", "2", "--rm", "--workdir", str(proj), "--bake", "--wheelhouse",
+                  str(house), "--", "python", "train.py", timeout=900)
+    try:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for rank in (0, 1):
+            assert f"rank-{rank} | workspace-train rank {rank}/2 node {rank} sum 3 probe 4242 cwd /workspace" \
+                in proc.stdout, proc.stdout[-2000:]
+        image = next(line.split("image ")[1].split()[0] for line in proc.stderr.splitlines()
+                     if line.startswith(f"job {job_name}: 2 node(s)"))
+        assert image.startswith("ddpctl-workspace/my-project:ws-")
+        dry = ddpctl("up", "--name", job_name, "-n", "2", "--workdir", str(proj), "--bake", "--dry-run", "--",
+                     "python", "train.py", check=True)
+        assert "working_dir: /workspace" not in dry.stdout and str(proj) not in dry.stdout  # nothing mounted
+    finally:
+        for img in engine.images.list(name="ddpctl-workspace/my-project"):
+            deps = img.labels.get("ai.ddpctl.workspace.deps-hash")
+            if str(proj) == img.labels.get("ai.ddpctl.workspace.source"):
+                engine.images.remove(img.id, force=True)
+                try:
+                    engine.images.remove(f"ddpctl/workspace-deps:{deps}")
+                except Exception:  # noqa: BLE001 - shared or gone
+                    pass

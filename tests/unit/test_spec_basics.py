@@ -34,7 +34,7 @@ def test_roundtrip():
 
 @pytest.mark.parametrize("text, needle", [
     ("nodes: 0\n", "'nodes'"),
-    ("nodes: two\n", "must be an integer"),
+    ("nodes: two\n", "must be a node count or MIN:MAX"),
     ("bogus: 1\n", "'bogus'"),
     ("ipc: host\nshm_size: 2g\n", "cannot be combined"),
     ("port: 70000\n", "at most 65535"),

@@ -32,6 +32,10 @@ SUPPORT = Support("ddpctl up", sections=("nccl",), honours=frozenset({
     Unsupported("hosts", lambda s: s.multi_host, "it starts every node on this one host",
                 "render one compose file per host with 'ddpctl render compose --hosts ...' and run each there",
                 fields=()),
+    Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
+                "it starts a fixed set of containers on this one host",
+                "give a fixed node count (--max-restarts recovers lost nodes), or render a pytorchjob or slurm "
+                "script for an elastic job", fields=("min_nodes",)),
 ))
 
 

@@ -5,6 +5,13 @@ one node). The container is named ``pytorch``, exposes ``pytorchjob-port`` (the 
 it), and runs ``torchrun --no-python CMD`` with no topology flags: torchrun reads the ``PET_*`` env the operator
 injects (see tests/k8s_contract.py). ``nprocPerNode`` is explicit, ``/dev/shm`` is a memory-backed
 emptyDir, and ``runPolicy`` cleans up running workers once the master is done.
+
+Elastic (``nodes: MIN:MAX``): ``Worker: replicas: MAX`` only (no Master: the operator's elastic contract has
+every pod rendezvous at ``<job>-worker-0``) and ``elasticPolicy`` {minReplicas, maxReplicas, rdzvBackend c10d,
+rdzvId, maxRestarts}, from which the operator gives torchrun ``PET_NNODES=MIN:MAX``, ``PET_RDZV_ENDPOINT``,
+``PET_RDZV_BACKEND`` and ``PET_MAX_RESTARTS``. A job that is meant to survive a lost node (elastic, or
+``max_restarts``) gets ``restartPolicy: ExitCode`` unless one is given (the operator recreates a pod that exited
+with >= 128, fails the job on < 128) and ddp-train resumes from ``/checkpoints`` on every start.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ PORT_NAME = "pytorchjob-port"
 SUPPORT = Support(TARGET, sections=_k8s.SECTIONS, honours=_k8s.COMMON_HONOURS | {
     "port", "network", "kubernetes.restart_policy", "kubernetes.backoff_limit", "kubernetes.clean_pod_policy",
     "kubernetes.ttl_seconds_after_finished", "kubernetes.gang", "kubernetes.scheduler_name", "kubernetes.queue",
-    "kubernetes.priority_class",
+    "kubernetes.priority_class", "min_nodes",
 }, unsupported=_k8s.COMMON_UNSUPPORTED + (
     Unsupported("kubernetes.runtime", lambda s: s.kubernetes.runtime != KubernetesOptions().runtime,
                 "the runtime is a TrainJob (v2) setting", "drop kubernetes.runtime, or render a trainjob"),
@@ -88,7 +95,7 @@ def _run_policy(spec: JobSpec) -> dict[str, Any]:
         rp["suspend"] = True  # Kueue admits (unsuspends) the job when its quota allows
     sched: dict[str, Any] = {}
     if k.gang:
-        sched["minAvailable"] = spec.nodes
+        sched["minAvailable"] = spec.min_nodes if spec.elastic else spec.nodes
     if k.queue:
         sched["queue"] = k.queue
     if k.priority_class:
@@ -102,20 +109,21 @@ def render(spec: JobSpec) -> dict[str, Any]:
     """The PyTorchJob as a plain dict."""
     SUPPORT.check(spec)
     template = _pod_template(spec)
-    replica = {"restartPolicy": spec.kubernetes.restart_policy, "template": template}
-    replicas: dict[str, Any] = {"Master": {"replicas": 1, **replica}}
-    if spec.nodes > 1:
-        replicas["Worker"] = {"replicas": spec.nodes - 1, **replica}
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": _k8s.metadata(spec),
-        "spec": {
-            "nprocPerNode": str(spec.procs_per_node),
-            "runPolicy": _run_policy(spec),
-            "pytorchReplicaSpecs": replicas,
-        },
-    }
+    replica = {"restartPolicy": spec.restart_policy, "template": template}
+    body: dict[str, Any] = {"nprocPerNode": str(spec.procs_per_node), "runPolicy": _run_policy(spec)}
+    if spec.elastic:
+        policy: dict[str, Any] = {"minReplicas": spec.min_nodes, "maxReplicas": spec.nodes, "rdzvBackend": "c10d",
+                                  "rdzvId": spec.name}
+        if spec.max_restarts:
+            policy["maxRestarts"] = spec.max_restarts
+        body["elasticPolicy"] = policy
+        body["pytorchReplicaSpecs"] = {"Worker": {"replicas": spec.nodes, **replica}}
+    else:
+        replicas: dict[str, Any] = {"Master": {"replicas": 1, **replica}}
+        if spec.nodes > 1:
+            replicas["Worker"] = {"replicas": spec.nodes - 1, **replica}
+        body["pytorchReplicaSpecs"] = replicas
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": _k8s.metadata(spec), "spec": body}
 
 
 def render_text(spec: JobSpec) -> dict[str, str]:

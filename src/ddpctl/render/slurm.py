@@ -29,7 +29,7 @@ SUPPORT = Support(TARGET, sections=("nccl", "slurm", _workspace.SECTION), honour
     "volumes", "workdir", "network", "hosts", "master_addr", "max_restarts", "cpus_per_node", "memory_per_node",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
     "slurm.partition", "slurm.account", "slurm.qos", "slurm.time", "slurm.cpus_per_task", "slurm.mem",
-    "slurm.container", "slurm.container_image", "slurm.output",
+    "slurm.container", "slurm.container_image", "slurm.output", "min_nodes", "slurm.requeue", "slurm.signal_seconds",
 }), unsupported=_workspace.UNSUPPORTED + (
     Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
                 "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
@@ -50,6 +50,11 @@ SUPPORT = Support(TARGET, sections=("nccl", "slurm", _workspace.SECTION), honour
     Unsupported("volumes without a container", lambda s: bool(s.volumes) and s.slurm.container == "none",
                 "without a container the job sees the nodes' file systems directly",
                 "drop volumes, or use --container pyxis|apptainer", fields=()),
+    Unsupported("resuming in a container without a checkpoint volume",
+                lambda s: launch.slurm_resumes(s) and s.slurm.container != "none"
+                and not any(v.target == launch.CHECKPOINT_DIR for v in s.volumes),
+                f"a requeued or restarted job resumes from {launch.CHECKPOINT_DIR}, which must be a shared directory",
+                f"mount one there: -v /shared/ckpt:{launch.CHECKPOINT_DIR}", fields=()),
 ))
 
 _IP_RE = re.compile(r"^(\d{1,3}(\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:]*\]?)$")
@@ -114,10 +119,11 @@ def render(spec: JobSpec) -> str:
     SUPPORT.check(spec)
     s = spec.slurm
     head = ["#!/bin/bash",
-            f"# ddpctl: job '{spec.name}', {spec.nodes} node(s) x {spec.procs_per_node} process(es), "
+            f"# ddpctl: job '{spec.name}', {spec.nodes_range} node(s) x {spec.procs_per_node} process(es), "
             f"backend {spec.resolved_backend}. Submit with: sbatch <this file>",
             _directive("--job-name", spec.name),
-            _directive("--nodes", str(spec.nodes)),
+            # elastic: Slurm allocates between MIN and MAX nodes; torchrun's rendezvous takes what it got
+            _directive("--nodes", f"{spec.min_nodes}-{spec.nodes}" if spec.elastic else str(spec.nodes)),
             "#SBATCH --ntasks-per-node=1"]
     if spec.gpus_per_node:
         head.append(_directive("--gres", f"gpu:{spec.gpus_per_node}"))
@@ -136,6 +142,11 @@ def render(spec: JobSpec) -> str:
     if spec.workdir and s.container == "none":
         head.append(_directive("--chdir", spec.resolved_workdir, _PATH_RE))
     head.append(_directive("--output", s.output, _OUTPUT_RE))
+    if s.requeue:
+        head.append("#SBATCH --requeue")
+        head.append("#SBATCH --open-mode=append")  # a requeued run adds to the log instead of replacing it
+    if s.signal_seconds:
+        head.append(f"#SBATCH --signal=B:USR1@{int(s.signal_seconds)}")  # an int: nothing to quote
 
     body = ["", "set -euo pipefail", ""]
     for key, value in launch.base_env(spec).items():
@@ -146,6 +157,8 @@ def render(spec: JobSpec) -> str:
         body.append(f': "${{{secret.name}:?is not set: export it before sbatch (its value is not in this script)}}"')
         body.append(f"export {secret.name}")
     body.append("")
+    if launch.slurm_resumes(spec):
+        body += _resume_lines(spec)
     threads = launch.slurm_thread_lines(spec)
     if threads:
         body += threads + [""]
@@ -166,13 +179,56 @@ def render(spec: JobSpec) -> str:
     body.append("STORE_PID=$!")
     body.append("trap 'kill \"$STORE_PID\" 2>/dev/null || true' EXIT")
     body.append("")
-    srun = ["srun", "--nodes=" + str(spec.nodes), "--ntasks-per-node=1", "--kill-on-bad-exit=1", *srun_opts]
+    nodes = launch.ShellExpr('--nodes="$SLURM_JOB_NUM_NODES"') if spec.elastic else "--nodes=" + str(spec.nodes)
+    srun = ["srun", nodes, "--ntasks-per-node=1", "--kill-on-bad-exit=1", *srun_opts]
     torchrun = launch.slurm_command(spec)
     body.append(" ".join(_q(w) for w in srun) + " \\")
     if prefix:
         body.append("    " + " ".join(_q(w) for w in prefix) + " \\")
-    body.append("    " + " ".join(_q(w) for w in torchrun))
+    if not s.signal_seconds:
+        body.append("    " + " ".join(_q(w) for w in torchrun))
+        return "\n".join(head + body) + "\n"
+    body.append("    " + " ".join(_q(w) for w in torchrun) + " &")
+    body += _signal_lines(spec)
     return "\n".join(head + body) + "\n"
+
+
+def _resume_lines(spec: JobSpec) -> list[str]:
+    """The checkpoint directory a requeued (or restarted) run resumes from, shared by all nodes and runs."""
+    lines = ["# Checkpoints: every run of this job (a requeue too) resumes from the newest one here (--resume auto)."]
+    if spec.slurm.container == "none":
+        default = f"${{SLURM_SUBMIT_DIR:-$PWD}}/{spec.name}-ckpt"  # the job name is a DNS label: safe in double quotes
+        lines.append(f'export {launch.SLURM_CHECKPOINT_ENV}="${{{launch.SLURM_CHECKPOINT_ENV}:-{default}}}"'
+                     "  # a directory every node sees")
+        lines.append(f'mkdir -p "${launch.SLURM_CHECKPOINT_ENV}"')
+    else:
+        lines.append(f"export {launch.SLURM_CHECKPOINT_ENV}={launch.CHECKPOINT_DIR}  # the volume mounted there")
+    lines.append('export DDPCTL_RESTART_COUNT="${SLURM_RESTART_COUNT:-0}"  # 0 on the first run, then per requeue')
+    lines.append("")
+    return lines
+
+
+def _signal_lines(spec: JobSpec) -> list[str]:
+    """--signal=B:USR1@T reaches this script T seconds before the time limit: SIGTERM to every process of the
+    job's steps (``scancel --signal``, which only signals; a SIGTERM to srun would cancel the step and SIGKILL
+    its tasks at once), so every ddp-train stops at one agreed step and saves; then the job requeues itself
+    (with requeue) and resumes from that checkpoint."""
+    out = ["TRAIN_PID=$!",
+           "STOPPED=0",
+           f"on_usr1() {{ STOPPED=1; echo \"ddpctl: USR1 ({spec.slurm.signal_seconds} s before the time limit): "
+           "checkpoint and stop\" >&2; scancel --signal=TERM \"$SLURM_JOB_ID\" || true; }",
+           "trap on_usr1 USR1",
+           "set +e",
+           "while :; do wait \"$TRAIN_PID\"; RC=$?; kill -0 \"$TRAIN_PID\" 2>/dev/null || break; done  "
+           "# a trapped signal interrupts wait",
+           "set -e"]
+    if spec.slurm.requeue:
+        out += ['if [ "$STOPPED" = 1 ] && [ "$RC" -ge 128 ]; then',
+                '    echo "ddpctl: requeueing job $SLURM_JOB_ID; it resumes from its checkpoint" >&2',
+                '    scontrol requeue "$SLURM_JOB_ID"',
+                "fi"]
+    out.append('exit "$RC"')
+    return out
 
 
 def render_text(spec: JobSpec) -> dict[str, str]:

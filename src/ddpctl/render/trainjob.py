@@ -41,6 +41,9 @@ SUPPORT = Support(TARGET, sections=_k8s.SECTIONS, honours=_k8s.COMMON_HONOURS | 
                 f"drop port (or set {launch.TRAINJOB_MASTER_PORT}), or render a pytorchjob"),
     Unsupported("PET_* env", lambda s: any(k in PET_VARS for k in s.env_dict),
                 "the TrainJob webhook rejects PET_* variables in trainer.env", "remove them from env", fields=()),
+    Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
+                "a TrainJob's numNodes is fixed: Trainer v2.3 has no elastic policy (its JobSet restarts the "
+                "whole job)", "give a fixed node count, or render a pytorchjob (elasticPolicy)", fields=("min_nodes",)),
     Unsupported("kubernetes.restart_policy", lambda s: s.kubernetes.restart_policy != _D.restart_policy,
                 "restarts are set by the runtime's JobSet", "drop it, or render a pytorchjob"),
     Unsupported("kubernetes.clean_pod_policy", lambda s: s.kubernetes.clean_pod_policy != _D.clean_pod_policy,

@@ -25,6 +25,11 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None, _lines
         if key not in TOP_KEYS:
             raise c.unknown(ck, (), str(key), TOP_KEYS)
     kw = {key: FIELDS[key].check(ck, (key,), value) for key, value in data.items() if value is not None}
+    if isinstance(kw.get("nodes"), tuple):  # nodes: MIN:MAX
+        if kw.get("min_nodes") is not None and kw["min_nodes"] != kw["nodes"][0]:
+            raise ck.fail(("min_nodes",), f"is {kw['min_nodes']} but nodes says {data['nodes']}",
+                          "give the range once: nodes: MIN:MAX")
+        kw["min_nodes"], kw["nodes"] = kw["nodes"]
     if "shm_size" in kw:
         kw["ipc"] = "private"  # a size implies a private /dev/shm (ipc: host written next to it is refused below)
     spec = JobSpec(**kw)
@@ -43,6 +48,15 @@ def cross_checks(ck: c.Checker, spec: JobSpec, data: Mapping[str, Any]) -> None:
         raise ck.fail(("shm_size",), "cannot be combined with ipc: host (Docker silently ignores the size)",
                       "remove shm_size to share the host's /dev/shm, or set ipc: private")
     gpus, nodes = spec.gpus_per_node, spec.nodes
+    if spec.min_nodes is not None and spec.min_nodes > nodes:
+        raise ck.fail(("min_nodes",), f"is {spec.min_nodes}, more than nodes ({nodes})",
+                      "write nodes: MIN:MAX with MIN <= MAX")
+    if spec.elastic and spec.hosts:
+        raise ck.fail(("nodes",), f"is the range {spec.nodes_range}, but hosts lists a fixed set of hosts",
+                      "use a fixed node count with hosts, or drop hosts for an elastic job")
+    if spec.slurm.signal_seconds and not spec.slurm.time:
+        raise ck.fail(("slurm", "signal_seconds"), "needs a time limit to count back from",
+                      "set slurm.time (--time), or drop signal_seconds")
     if spec.nproc_per_node and gpus and spec.nproc_per_node != gpus:
         raise ck.fail(("nproc_per_node",), f"is {spec.nproc_per_node} but gpus_per_node is {gpus}",
                       "DDP runs one process per GPU: drop nproc_per_node or make it equal gpus_per_node")

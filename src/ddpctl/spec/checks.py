@@ -258,3 +258,24 @@ def cpus(ck: Checker, p, value) -> float:
     if isinstance(value, str) or isinstance(value, bool):
         raise ck.fail(p, f"must be a number, got {type_name(value)} {show(value)}", "write a number")
     return ck.rule(p, rules.cpus, value, what="the value")
+
+
+_RANGE_RE = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
+
+
+def nodes(ck: Checker, p, value) -> int | tuple[int, int]:
+    """``nodes``: a count, or ``MIN:MAX`` (an elastic job; :func:`ddpctl.spec.build.spec_from_dict` splits it)."""
+    from ddpctl.spec.model import MAX_NODES
+
+    if isinstance(value, str) and ":" in value:
+        m = _RANGE_RE.fullmatch(value)
+        if not m:
+            raise ck.fail(p, f"must be a node count or MIN:MAX, got {show(value)}", "write e.g. 2, or 1:4")
+        lo = ck.integer(p, m.group(1), 1, MAX_NODES)
+        hi = ck.integer(p, m.group(2), 1, MAX_NODES)
+        if lo > hi:
+            raise ck.fail(p, f"is {value}: MIN is above MAX", "write nodes: MIN:MAX with MIN <= MAX")
+        return (lo, hi)
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise ck.fail(p, f"must be a node count or MIN:MAX, got {show(value)}", "write e.g. 2, or 1:4")
+    return ck.integer(p, value, 1, MAX_NODES)

@@ -12,60 +12,13 @@ section's entry checks them through the same table.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ddpctl import rules
 from ddpctl.spec import checks as c
 from ddpctl.spec.checks import Checker
+from ddpctl.spec.field import Check, Field, Flag  # noqa: F401  (Field, Flag: the table's entries)
 from ddpctl.spec.model import MAX_GPUS_PER_NODE, MAX_NAME_LEN, MAX_NODES, SECTIONS
-
-Check = Callable[[Checker, tuple, Any], Any]
-
-
-@dataclass(frozen=True)
-class Flag:
-    """The command-line flag that sets a field; :mod:`ddpctl.cli.specopts` turns it into a Typer option.
-
-    ``type`` is ``int``, ``float``, ``str``, ``bool`` or ``list`` (a repeatable string flag). ``commands`` names the
-    commands that offer it (``up``, ``compose``, ``pytorchjob``, ``trainjob``, ``slurm``); None: every command
-    that takes a spec. A flag of a section option (``kubernetes.*``, ``slurm.*``) is listed under "Target options".
-    """
-
-    decls: tuple[str, ...]
-    type: type
-    help: str
-    param: str = ""  # the command function's parameter name; default: the key's last part
-    commands: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class Field:
-    key: str  # "nodes", or "kubernetes.namespace" for a section option
-    check: Check  # (checker, key path, raw value) -> model value, or a one-line SpecError
-    flag: Flag | None = None
-    dump: Callable[[Any], Any] | None = None  # model value -> plain data (spec_to_dict); default: tuple -> list
-    # A valid value other than the default, and the other keys it needs: tests/unit/test_targets.py sets it on
-    # every target and expects it honoured (the output changes) or refused with a reason.
-    sample: Any = None
-    needs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    def sample_data(self) -> dict[str, Any]:
-        """``needs`` plus this field at ``sample``, as spec data (a section option nested in its section)."""
-        data = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.needs.items()}
-        if self.section:
-            data.setdefault(self.section, {})[self.key.split(".", 1)[1]] = self.sample
-        else:
-            data[self.key] = self.sample
-        return data
-
-    @property
-    def param(self) -> str:
-        return (self.flag.param if self.flag and self.flag.param else self.key.rsplit(".", 1)[-1])
-
-    @property
-    def section(self) -> str | None:
-        return self.key.split(".", 1)[0] if "." in self.key else None
 
 
 def _int(lo: int | None, hi: int | None) -> Check:
@@ -123,8 +76,11 @@ _TABLE: list[Field] = [
     Field("image", lambda ck, p, v: ck.rule(p, rules.image_ref, ck.string(p, v)),
           Flag(("--image",), str, "Container image."),
           sample="example.com/team/img:1", needs={"slurm": {"container": "pyxis"}}),
-    Field("nodes", _int(1, MAX_NODES), Flag(("--nodes", "-n"), int, "Number of nodes."),
+    Field("nodes", c.nodes,
+          Flag(("--nodes", "-n"), str, "Number of nodes, or MIN:MAX for an elastic job (torchrun c10d, "
+               "--nnodes MIN:MAX; PyTorchJob elasticPolicy, Slurm --nodes=MIN-MAX)."),
           sample=2),
+    Field("min_nodes", _int(1, MAX_NODES), sample=1, needs={"nodes": 3}),  # `nodes: 1:3` in a file
     Field("gpus_per_node", _int(0, MAX_GPUS_PER_NODE),
           Flag(("--gpus-per-node", "-g"), int, "GPUs per node (0 = CPU)."),
           sample=2),
@@ -266,6 +222,14 @@ _TABLE: list[Field] = [
           sample="nvcr.io#nvidia/pytorch:25.08-py3", needs={"slurm": {"container": "pyxis"}}),
     Field("slurm.output", _string(),
           sample="out-%j.txt"),
+    Field("slurm.requeue", _bool,
+          Flag(("--requeue",), bool, "#SBATCH --requeue; after a --signal-seconds checkpoint the job requeues "
+               "itself and resumes (ddp-train: --resume auto).", commands=("slurm",)),
+          sample=True),
+    Field("slurm.signal_seconds", _int(10, 86_400),
+          Flag(("--signal-seconds",), int, "#SBATCH --signal=B:USR1@SECONDS: the training stops at a checkpoint "
+               "that long before the time limit.", commands=("slurm",)),
+          sample=120, needs={"slurm": {"time": "01:00:00"}}),
     # ---- workspace: (your code in an image: render --push, up --bake; see ddpctl/images/bake.py)
     Field("workspace", _section("workspace"), dump=_dump_section),
     Field("workspace.dir", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v), what="workspace dir"),

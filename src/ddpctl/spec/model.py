@@ -61,7 +61,7 @@ class KubernetesOptions:
     """Options that only the Kubernetes renderers (PyTorchJob, TrainJob) use."""
 
     namespace: str | None = None
-    restart_policy: str = "OnFailure"  # OnFailure | ExitCode | Never
+    restart_policy: str | None = None  # OnFailure | ExitCode | Never; None: JobSpec.restart_policy decides
     backoff_limit: int = 3
     clean_pod_policy: str = "Running"  # Running | All | None
     ttl_seconds_after_finished: int = 3600
@@ -92,6 +92,8 @@ class SlurmOptions:
     container: str = "none"  # none | pyxis | apptainer
     container_image: str | None = None  # default: the job image (docker:// for apptainer)
     output: str = "%x-%j.out"
+    requeue: bool = False  # #SBATCH --requeue, and the job requeues itself after a USR1 checkpoint
+    signal_seconds: int | None = None  # #SBATCH --signal=B:USR1@<seconds>: checkpoint before the time limit
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ class JobSpec:
 
     name: str = DEFAULT_NAME
     image: str = ""  # "" -> DEFAULT_CPU_IMAGE or DEFAULT_GPU_IMAGE by gpus_per_node
-    nodes: int = 1
+    nodes: int = 1  # the nodes the job starts with; with min_nodes, the most an elastic job runs on
+    min_nodes: int | None = None  # `nodes: MIN:MAX`: an elastic job goes on with as few as MIN nodes
     gpus_per_node: int = 0
     nproc_per_node: int = 0  # 0 -> gpus_per_node, or 1 on CPU
     device_ids: tuple[str, ...] = ()  # host GPU ids split across nodes sharing one host
@@ -177,6 +180,25 @@ class JobSpec:
     @property
     def multi_host(self) -> bool:
         return len(self.hosts) > 1
+
+    @property
+    def elastic(self) -> bool:
+        """``nodes: MIN:MAX`` with MIN < MAX: torchrun's c10d rendezvous with ``--nnodes MIN:MAX``."""
+        return self.min_nodes is not None and self.min_nodes < self.nodes
+
+    @property
+    def nodes_range(self) -> str:
+        """``MIN:MAX`` for an elastic job, else the node count (torchrun's ``--nnodes``)."""
+        return f"{self.min_nodes}:{self.nodes}" if self.elastic else str(self.nodes)
+
+    @property
+    def restart_policy(self) -> str:
+        """PyTorchJob's replica restartPolicy: as given, else ExitCode when the job is meant to survive a lost
+        node (elastic, or max_restarts), else OnFailure (the operator's default)."""
+        given = self.kubernetes.restart_policy
+        if given:
+            return given
+        return "ExitCode" if (self.elastic or self.max_restarts) else "OnFailure"
 
     @property
     def nodes_per_host(self) -> int:

@@ -36,6 +36,12 @@ def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _entries(parent: dict, key: str, path: Path) -> Iterator[tuple[Path, dict]]:
+    """(path, mapping) of each item of list ``parent[key]`` (a non-mapping item as an empty one)."""
+    for i, item in enumerate(_list(parent.get(key))):
+        yield path + (key, i), _dict(item)
+
+
 def _backsteps(p: str) -> bool:
     return ".." in p.replace("\\", "/").split("/")
 
@@ -113,9 +119,7 @@ def _container(c: dict, path: Path, *, complete: bool, volume_names: set[str] | 
     yield from _env(c.get("env"), path + ("env",))
     yield from _resources(c.get("resources"), path + ("resources",))
     port_names: set[str] = set()
-    for i, port in enumerate(_list(c.get("ports"))):
-        port = _dict(port)
-        p = path + ("ports", i)
+    for p, port in _entries(c, "ports", path):
         for key in ("containerPort", "hostPort"):
             n = port.get(key)
             if isinstance(n, int) and not isinstance(n, bool) and not (1 <= n <= 65535):
@@ -129,9 +133,7 @@ def _container(c: dict, path: Path, *, complete: bool, volume_names: set[str] | 
                 yield Issue(p + ("name",), f"duplicate port name {pname!r}")
             port_names.add(pname)
     mount_paths: set[str] = set()
-    for i, m in enumerate(_list(c.get("volumeMounts"))):
-        m = _dict(m)
-        p = path + ("volumeMounts", i)
+    for p, m in _entries(c, "volumeMounts", path):
         mpath = m.get("mountPath")
         if isinstance(mpath, str):
             if mpath in mount_paths:
@@ -150,9 +152,7 @@ def pod_spec(spec: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
     false for a TrainJob runtime patch, which is merged into the runtime's pod."""
     spec = _dict(spec)
     volume_names: set[str] = set()
-    for i, vol in enumerate(_list(spec.get("volumes"))):
-        vol = _dict(vol)
-        p = path + ("volumes", i)
+    for p, vol in _entries(spec, "volumes", path):
         vname = vol.get("name")
         if isinstance(vname, str):
             problem = dns1123_label(vname)
@@ -190,8 +190,8 @@ def pod_spec(spec: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
             if problem:
                 yield Issue(path + (key,), problem)
     yield from _string_map(spec.get("nodeSelector"), path + ("nodeSelector",), qualified_name, label_value)
-    for i, tol in enumerate(_list(spec.get("tolerations"))):
-        yield from _toleration(_dict(tol), path + ("tolerations", i))
+    for p, tol in _entries(spec, "tolerations", path):
+        yield from _toleration(tol, p)
     dns = spec.get("dnsPolicy")
     if isinstance(dns, str) and dns not in DNS_POLICIES:
         yield Issue(path + ("dnsPolicy",), f"must be one of {', '.join(DNS_POLICIES)}; got {dns!r}")

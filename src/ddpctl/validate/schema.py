@@ -22,86 +22,22 @@ Strict mode: an object whose schema lists ``properties`` (or ``patternProperties
 
 from __future__ import annotations
 
-import functools
 import math
-import re
-from dataclasses import dataclass
 from typing import Any, Iterator
 
-Path = tuple[Any, ...]  # keys (str) and list indices (int)
-
-KNOWN_KEYWORDS = frozenset({
-    "$ref", "type", "enum", "const", "properties", "patternProperties", "additionalProperties", "required",
-    "minProperties", "maxProperties", "items", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",
-    "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "oneOf", "anyOf", "allOf", "not",
-    "format", "nullable",
-    "x-kubernetes-int-or-string", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
-    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource", "x-kubernetes-map-type",
-    "x-kubernetes-validations",
-    # annotations
-    "$schema", "$id", "id", "title", "description", "default", "deprecated", "examples", "definitions", "$defs",
-    "$comment",
-})
-INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
-
-
-@dataclass(frozen=True)
-class Issue:
-    path: Path
-    message: str
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _is_type(value: Any, t: str) -> bool:
-    actual = json_type(value)
-    if t == actual:
-        return True
-    if t == "number":
-        return actual == "integer"
-    if t == "integer":
-        return actual == "number" and math.isfinite(value) and float(value).is_integer()
-    return False
-
-
-def short(value: Any, limit: int = 40) -> str:
-    text = repr(value) if not isinstance(value, (dict, list)) else json_type(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@functools.lru_cache(maxsize=4096)
-def _regex(pattern: str) -> re.Pattern | None:
-    try:
-        return re.compile(pattern)
-    except re.error:
-        return None
-
-
-def _canon(value: Any) -> Any:
-    """A hashable form for uniqueness checks (1 and 1.0 are equal, True and 1 are not)."""
-    if isinstance(value, dict):
-        return ("o", tuple(sorted((k, _canon(v)) for k, v in value.items())))
-    if isinstance(value, list):
-        return ("a", tuple(_canon(v) for v in value))
-    if isinstance(value, bool):
-        return ("b", value)
-    return ("v", value)
+from ddpctl.validate.jsontypes import (  # noqa: F401  (re-exported: the validators import them from here)
+    INT_RANGES,
+    KNOWN_KEYWORDS,
+    Issue,
+    Path,
+    _canon,
+    _hint,
+    _is_type,
+    _regex,
+    json_type,
+    keywords,
+    short,
+)
 
 
 class Validator:
@@ -308,36 +244,3 @@ class Validator:
             lo, hi = INT_RANGES[fmt]
             if not lo <= value <= hi:
                 yield Issue(path, f"{value} does not fit in {fmt} ({lo}..{hi})")
-
-
-def _hint(key: Any, props: dict | None) -> str:
-    if not props or not isinstance(key, str):
-        return ""
-    import difflib
-
-    close = difflib.get_close_matches(key, list(props), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def keywords(schema: Any) -> set[str]:
-    """Every keyword a schema uses (keys of schema objects, not of ``properties`` maps)."""
-    out: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                out.add(k)
-                if k in ("properties", "patternProperties", "definitions", "$defs"):
-                    for sub in v.values():
-                        walk(sub)
-                elif k in ("items", "additionalProperties", "not") and isinstance(v, dict):
-                    walk(v)
-                elif k in ("items", "oneOf", "anyOf", "allOf") and isinstance(v, list):
-                    for sub in v:
-                        walk(sub)
-        elif isinstance(node, list):
-            for sub in node:
-                walk(sub)
-
-    walk(schema)
-    return out

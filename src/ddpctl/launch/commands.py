@@ -1,0 +1,130 @@
+"""Per target: the local/compose nodes, the operator (PyTorchJob/TrainJob) command and env, the Slurm commands."""
+
+from __future__ import annotations
+
+from ddpctl.errors import SpecError
+from ddpctl.launch.argv import base_env, gpu_requests, torchrun_argv
+from ddpctl.launch.names import (
+    CHECKPOINT_DIR,
+    EXIT_CODE_LAUNCHER,
+    NodeLaunch,
+    ShellExpr,
+    _with_command,
+    labels,
+    master_addr,
+    node_name,
+    restarts,
+    resume_command,
+)
+from ddpctl.launch.threads import nodes_per_host, thread_env
+from ddpctl.spec import JobSpec
+
+# ------------------------------------------------------------------------------------------ targets
+
+
+def local_nodes(spec: JobSpec, *, host_cpus: float | None = None, torchrun_restarts: bool = True) -> list[NodeLaunch]:
+    """Docker (``ddpctl up``) and compose: one container per node, static rendezvous at node 0.
+
+    ``host_cpus``: the CPUs of the host the nodes run on (``ddpctl up`` knows them; a rendered compose file
+    does not, so its threads come from ``cpus_per_node`` or are decided in the container).
+    ``torchrun_restarts=False``: ``max_restarts`` is not passed to torchrun (``ddpctl up`` restarts the job,
+    see :mod:`ddpctl.local.restarts`)."""
+    if spec.network == "host" and spec.nodes > 1 and not spec.hosts:
+        # Checked here, not in the spec: Kubernetes hostNetwork needs no host list.
+        raise SpecError("'hosts' is required with network: host and more than one node",
+                        "list one host address per node, the master first")
+    if spec.network != "host" and spec.master_addr and spec.master_addr != node_name(spec, 0):
+        raise SpecError(f"'master_addr' {spec.master_addr!r} is not reachable on a bridge network (rank 0 listens "
+                        f"at {node_name(spec, 0)} only)", "drop master_addr, or use network: host with hosts")
+    addr = master_addr(spec)
+    gpus = gpu_requests(spec)
+    env = base_env(spec, thread_env(spec, host_cpus=host_cpus, sharing=nodes_per_host(spec)))
+    out = []
+    for rank in range(spec.nodes):
+        argv = torchrun_argv(
+            spec,
+            nnodes=str(spec.nodes),
+            nproc_per_node=str(spec.procs_per_node),
+            node_rank=str(rank),
+            master=addr,
+            master_port=str(spec.port),
+            restarts=torchrun_restarts,
+        )
+        argv[0] = EXIT_CODE_LAUNCHER  # torchrun with rank-prefixed whole lines and a root-cause line
+        out.append(NodeLaunch(rank=rank, name=node_name(spec, rank), argv=tuple(argv),
+                              env=tuple(env.items()), gpus=gpus[rank],
+                              labels=tuple(labels(spec, rank).items())))
+    return out
+
+
+def operator_env(spec: JobSpec) -> dict[str, str]:
+    """PyTorchJob and TrainJob container env: one pod per node, threads from the CPU limit or at run time."""
+    return base_env(spec, thread_env(spec))
+
+
+def operator_command(spec: JobSpec) -> list[str]:
+    """PyTorchJob and TrainJob containers: torchrun reads the operator's ``PET_*`` env, so no flags.
+
+    With ``restartPolicy: ExitCode`` the operator needs the workers' exit codes (>= 128 retry, < 128 fail),
+    but torchrun exits 1 for any worker failure; ``ddp-train-launch`` (in the ddp-train package of the
+    image) is torchrun with the root-cause worker's exit code, so it starts the job instead.
+    """
+    argv = torchrun_argv(spec)
+    if spec.restart_policy == "ExitCode":
+        argv[0] = EXIT_CODE_LAUNCHER
+    if restarts(spec):  # a recreated pod, or torchrun's own restart, resumes from the last checkpoint
+        argv = _with_command(argv, spec, resume_command(spec))
+    return argv
+
+
+def slurm_command(spec: JobSpec) -> list[str]:
+    """What ``srun`` runs on every node; ``ShellExpr`` words expand Slurm variables at run time.
+
+    A c10d rendezvous at ``$MASTER_ADDR:port`` in which every torchrun is a client (``is_host=false``): the
+    store is :func:`slurm_store_command`, started on the first node before the training step and stopped
+    after it. When a torchrun hosts the store instead (c10d's default, or a static rendezvous on node 0),
+    it exits as soon as its own node is done, and the other nodes' torchrun, still closing the rendezvous
+    or in their exit barrier, print connection errors and tracebacks (docs/several-hosts.md).
+    """
+    argv = torchrun_argv(
+        spec,
+        nnodes=ShellExpr('"$SLURM_JOB_NUM_NODES"'),
+        nproc_per_node=str(spec.procs_per_node),
+        rdzv_backend="c10d",
+        rdzv_endpoint=ShellExpr(f'"$MASTER_ADDR:{spec.port}"'),
+        rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
+        rdzv_conf="is_host=false",
+    )
+    if slurm_resumes(spec):
+        # ddp-train-launch: a SIGTERM ends in one line and exit 143 (ddp-train's checkpoint), not a traceback
+        argv[0] = EXIT_CODE_LAUNCHER
+        argv = _with_command(argv, spec, resume_command(spec, slurm_checkpoint_dir(spec)))
+    return argv
+
+
+SLURM_CHECKPOINT_ENV = "DDPCTL_CHECKPOINTS"
+
+
+def slurm_resumes(spec: JobSpec) -> bool:
+    """Does a Slurm job start again (requeue, the USR1 checkpoint, torchrun restarts) and so resume?"""
+    return restarts(spec) or spec.slurm.requeue or bool(spec.slurm.signal_seconds)
+
+
+def slurm_checkpoint_dir(spec: JobSpec) -> str:
+    """Where a Slurm job's ddp-train keeps its checkpoints: a shared directory every node and every requeued
+    run sees: ``$DDPCTL_CHECKPOINTS`` (the script defaults it to ``$SLURM_SUBMIT_DIR/<job>-ckpt``), or
+    :data:`CHECKPOINT_DIR` inside a container (a volume the spec mounts there)."""
+    if spec.slurm.container != "none":
+        return CHECKPOINT_DIR
+    return ShellExpr(f'"${SLURM_CHECKPOINT_ENV}"')
+
+
+# The rendezvous store of a Slurm job: a TCPStore server (torch is where torchrun is) that waits for SIGTERM.
+SLURM_STORE_CODE = ('import signal, sys, torch.distributed as d; '
+                    's = d.TCPStore("0.0.0.0", int(sys.argv[1]), is_master=True, wait_for_workers=False, '
+                    'multi_tenant=True); signal.pause()')
+
+
+def slurm_store_command(spec: JobSpec) -> list[str]:
+    """The process that hosts a Slurm job's c10d rendezvous store on the first node (see slurm_command)."""
+    return ["python3", "-c", SLURM_STORE_CODE, str(spec.port)]

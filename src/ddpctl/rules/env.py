@@ -1,0 +1,88 @@
+"""Environment variable names (reserved ones refused with the reason) and values."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ddpctl.rules.base import RuleError, text
+
+# ------------------------------------------------------------------------------------------------ env
+
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Names that would silently change the job's topology, or break/hijack the generated shell script.
+# Each maps to the flag or key to use instead (the error message quotes it).
+_TOPOLOGY_FIX = "ddpctl sets it for every process from --nodes, --nproc-per-node and --port"
+RESERVED_ENV: dict[str, str] = {
+    "RANK": _TOPOLOGY_FIX,
+    "LOCAL_RANK": _TOPOLOGY_FIX,
+    "WORLD_SIZE": _TOPOLOGY_FIX,
+    "LOCAL_WORLD_SIZE": _TOPOLOGY_FIX,
+    "GROUP_RANK": _TOPOLOGY_FIX,
+    "GROUP_WORLD_SIZE": _TOPOLOGY_FIX,
+    "ROLE_RANK": _TOPOLOGY_FIX,
+    "ROLE_NAME": _TOPOLOGY_FIX,
+    "ROLE_WORLD_SIZE": _TOPOLOGY_FIX,
+    "MASTER_ADDR": "use master_addr: in the job file (or --hosts with network: host)",
+    "MASTER_PORT": "use --port",
+    "CUDA_VISIBLE_DEVICES": "use --gpus-per-node and --device-ids",
+    "NVIDIA_VISIBLE_DEVICES": "use --gpus-per-node and --device-ids",
+    # bash/sh: read-only or behaviour-changing variables (the Slurm script exports env with `export`)
+    "PATH": "the image / cluster sets PATH; call programs by absolute path or wrap the command in a script",
+    "SHELLOPTS": "it changes how the job script runs; remove it",
+    "BASHOPTS": "it changes how the job script runs; remove it",
+    "BASH_ENV": "it makes every bash run a file first; remove it",
+    "ENV": "it makes every sh run a file first; remove it",
+    "IFS": "it changes how the job script splits words; remove it",
+    "PS4": "it is evaluated by shells that trace; remove it",
+    "PROMPT_COMMAND": "it is evaluated by shells; remove it",
+    "CDPATH": "it changes how the job script runs; remove it",
+    "GLOBIGNORE": "it changes how the job script runs; remove it",
+    "UID": "it is read-only in bash; remove it",
+    "EUID": "it is read-only in bash; remove it",
+    "PPID": "it is read-only in bash; remove it",
+    "_": "bash sets it to the last argument of every command; use another name",
+}
+RESERVED_ENV_PREFIXES: dict[str, str] = {
+    "SLURM_": "Slurm sets it; use --nodes and the slurm: options",
+    "PET_": "the Kubeflow operators set it; use --nodes, --nproc-per-node and --port",
+    "TORCHELASTIC_": "torchrun sets it; use --max-restarts",
+    "BASH_": "it changes how the job script runs; remove it",
+}
+
+
+def env_name(name: Any) -> str:
+    """A POSIX-style environment variable name, matched against the whole string."""
+    if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
+        shown = name if not isinstance(name, str) else name.encode("unicode_escape").decode("ascii")
+        raise RuleError(f"{shown!r} is not a valid environment variable name",
+                        "use letters, digits and _ and start with a letter or _")
+    if len(name) > 256:
+        raise RuleError(f"environment variable name {name[:20]}... is longer than 256 characters", "shorten it")
+    return name
+
+
+def reserved_env_fix(name: str) -> str | None:
+    """The fix to quote when ``name`` is reserved, else None."""
+    if name in RESERVED_ENV:
+        return RESERVED_ENV[name]
+    for prefix, fix in RESERVED_ENV_PREFIXES.items():
+        if name.startswith(prefix):
+            return fix
+    return None
+
+
+def user_env_name(name: Any) -> str:
+    """``env_name`` that is not reserved for ddpctl, torchrun, Slurm, the operators or the shell."""
+    name = env_name(name)
+    fix = reserved_env_fix(name)
+    if fix is not None:
+        raise RuleError(f"{name} is reserved (setting it would change the job's topology or break its script)",
+                        fix)
+    return name
+
+
+def env_value(value: str) -> str:
+    """An env value: any text, newlines and tabs included (it is always quoted), no other controls."""
+    return text(value, allow_newline=True, what="value")

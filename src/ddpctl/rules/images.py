@@ -1,0 +1,70 @@
+"""Image references: Docker (distribution/reference grammar) and Slurm container images."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ddpctl.rules.base import MAX_IMAGE_LEN, RuleError, text
+
+# -------------------------------------------------------------------------------------------- images
+
+# github.com/distribution/reference (regexp.go): the grammar Docker uses to parse image references.
+_ALNUM = r"[a-z0-9]+"
+_SEP = r"(?:[._]|__|[-]+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEP}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
+_IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
+_DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+_IMAGE_RE = re.compile(
+    rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?"
+)
+MAX_IMAGE_NAME_LEN = 255
+
+
+def _word(value: Any, what: str, example: str, fix: str) -> str:
+    """A non-empty string of :func:`text` that never starts with ``-`` (a command line would read an option)."""
+    if not isinstance(value, str) or not value:
+        raise RuleError(f"{what} must be a non-empty string", f"write e.g. {example}")
+    text(value, what=what)
+    if value.startswith("-"):
+        raise RuleError(f"{what} {value!r} starts with '-' (it would be read as an option)", fix)
+    return value
+
+
+def image_ref(ref: Any) -> str:
+    """A Docker image reference: ``[registry[:port]/]path[:tag][@digest]``, lowercase path, name <= 255."""
+    fix = "write e.g. pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime or registry.example:5000/team/img@sha256:..."
+    ref = _word(ref, "image reference", "pytorch/pytorch:2.13.0", fix)
+    m = _IMAGE_RE.fullmatch(ref)
+    if not m:
+        hint = " (repository names are lowercase)" if ref.lower() != ref and _IMAGE_RE.fullmatch(ref.lower()) else ""
+        raise RuleError(f"{ref!r} is not a valid image reference{hint}", fix)
+    domain = m.group("domain")
+    if domain is not None and not ("." in domain or ":" in domain or domain == "localhost"):
+        # Docker reads a first component without '.' or ':' as part of the path: it must be lowercase.
+        if domain != domain.lower():
+            raise RuleError(f"{ref!r} is not a valid image reference (repository names are lowercase)", fix)
+    if len(m.group("name")) > MAX_IMAGE_NAME_LEN:
+        raise RuleError(f"image name of {ref[:40]!r}... is longer than {MAX_IMAGE_NAME_LEN} characters", fix)
+    return ref
+
+
+def container_image(value: Any, runtime: str = "pyxis") -> str:
+    """A Slurm container image: ``docker://REF`` (then an :func:`image_ref`), another URI (``oras://``,
+    ``library://``, ``docker-daemon:``), a path to an image file, or a pyxis/enroot ``[USER@][REGISTRY#]IMAGE``.
+
+    It is always passed as one quoted word, so any printable text is safe for the shell; what matters is that
+    it never starts with ``-`` (``apptainer exec -x`` would read an option) and has no control characters.
+    """
+    fix = "write e.g. docker://pytorch/pytorch:2.13.0, nvcr.io#nvidia/pytorch:25.08-py3 or /images/train.sif"
+    value = _word(value, "container image", "docker://pytorch/pytorch:2.13.0", fix)
+    if len(value) > MAX_IMAGE_LEN:
+        raise RuleError(f"container image is longer than {MAX_IMAGE_LEN} characters", fix)
+    if value.startswith("docker://"):
+        image_ref(value[len("docker://"):])
+    return value
