@@ -122,13 +122,16 @@ class ScriptedEngine(Engine):
         self.created.append(request)
         attempt = int(request["labels"].get(restarts.LABEL_RESTARTS, "0"))
         rank = int(request["labels"][launch.LABEL_NODE_RANK])
-        self.info[cid] = {"name": request["name"], "script": self.attempts[attempt][rank]}
+        script = self.attempts[attempt][rank]
+        self.info[cid] = {"name": request["name"], "script": script[:2], "gone": script[2:] == ("gone",)}
         return cid
 
     def remove_container(self, cid):
         self.removed.append(cid)
 
     def inspect(self, cid):
+        if self.info[cid].get("gone"):
+            return None
         return ContainerInfo(cid, self.info[cid]["name"], state="exited", exit_code=self.info[cid]["script"][1])
 
     def logs(self, cid, *, follow=False, tail=None, since=None, timestamps=False):
@@ -187,3 +190,11 @@ def test_no_restarts_fail_fast_as_before(max_restarts):
     finished, said, out, _ = _run([{0: PEER, 1: KILLED}], max_restarts)
     assert said == [] and finished.failure.message.startswith("node 1 (j-node-1) of job j exited with code 137")
     assert "lost a peer" in out  # nothing is hidden when the job does not restart
+
+
+def test_a_job_removed_while_it_runs_is_not_restarted():
+    """`ddpctl down` from another shell force-removes the containers (137): the attached up must not bring the
+    job back."""
+    finished, said, _, engine = _run([{0: ([], 137, "gone"), 1: ([], 137, "gone")}], 3)
+    assert said == [] and len(engine.created) == 2
+    assert finished.failure.message == "job j was removed while it ran ('ddpctl down'): not restarted"

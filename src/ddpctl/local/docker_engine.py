@@ -22,6 +22,16 @@ def _epoch(text: str | int | float | None) -> float:
         return 0.0
 
 
+def _filters(label: str | None, name: str | None) -> dict[str, Any]:
+    """Docker list filters for a label and/or a name."""
+    return {k: v for k, v in (("label", label), ("name", name)) if v}
+
+
+def _named(items: list[dict], name: str | None) -> list[dict]:
+    """Only the exact ``name`` (Docker's name filter matches substrings)."""
+    return [i for i in items if not name or i["Name"] == name]
+
+
 class DockerEngine(Engine):
     """Adapter over docker-py (the low-level ``APIClient`` where it streams)."""
 
@@ -107,17 +117,8 @@ class DockerEngine(Engine):
             pass
 
     def networks(self, label: str | None = None, name: str | None = None) -> list[NetworkInfo]:
-        filters: dict[str, Any] = {}
-        if label:
-            filters["label"] = label
-        if name:
-            filters["name"] = name
-        out = []
-        for n in self.api.networks(filters=filters):
-            if name and n["Name"] != name:  # the name filter matches substrings
-                continue
-            out.append(NetworkInfo(n["Id"], n["Name"], dict(n.get("Labels") or {})))
-        return out
+        return [NetworkInfo(n["Id"], n["Name"], dict(n.get("Labels") or {}))
+                for n in _named(self.api.networks(filters=_filters(label, name)), name)]
 
     def create_volume(self, name: str, labels: dict[str, str]) -> str:
         return self.api.create_volume(name, driver="local", labels=labels)["Name"]
@@ -129,17 +130,8 @@ class DockerEngine(Engine):
             pass
 
     def volumes(self, label: str | None = None, name: str | None = None) -> list[VolumeInfo]:
-        filters: dict[str, Any] = {}
-        if label:
-            filters["label"] = label
-        if name:
-            filters["name"] = name
-        out = []
-        for v in (self.api.volumes(filters=filters) or {}).get("Volumes") or []:
-            if name and v["Name"] != name:  # the name filter matches substrings
-                continue
-            out.append(VolumeInfo(v["Name"], dict(v.get("Labels") or {})))
-        return out
+        found = (self.api.volumes(filters=_filters(label, name)) or {}).get("Volumes") or []
+        return [VolumeInfo(v["Name"], dict(v.get("Labels") or {})) for v in _named(found, name)]
 
     def chown_volume(self, name: str, image: str, owner: str, target: str) -> None:
         from docker.types import Mount

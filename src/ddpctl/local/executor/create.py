@@ -34,16 +34,22 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple
 
     Returns (containers, networks, volumes)."""
     n_c = n_n = n_v = 0
-    for c in engine.containers(label=job_label(job)):
-        engine.remove_container(c.id)
-        n_c += 1
-    nets = engine.networks(label=job_label(job))
-    for net in nets:
-        engine.remove_network(net.id)
-        n_n += 1
-    for vol in engine.volumes(label=job_label(job)):
-        engine.remove_volume(vol.name)
-        n_v += 1
+    for attempt in range(3):  # an attached `up` may be restarting the job meanwhile: remove what it made, again
+        for c in engine.containers(label=job_label(job)):
+            engine.remove_container(c.id)
+            n_c += 1
+        try:
+            for net in engine.networks(label=job_label(job)):
+                engine.remove_network(net.id)
+                n_n += 1
+            for vol in engine.volumes(label=job_label(job)):
+                engine.remove_volume(vol.name)
+                n_v += 1
+            return n_c, n_n, n_v
+        except Exception as exc:  # noqa: BLE001 - in use by a container created meanwhile
+            if attempt == 2:
+                raise EngineError(f"could not remove job {job}: {_reason(exc)}",
+                                  f"stop its 'ddpctl up' (Ctrl-C), then run 'ddpctl down {job}' again") from None
     return n_c, n_n, n_v
 
 

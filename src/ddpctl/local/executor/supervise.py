@@ -49,6 +49,10 @@ def supervise(job: Job, engine: Engine, *, out=None, color: bool = False, say: S
                                f"({job.restarts} of --max-restarts {plan.max_restarts}): {failure.problem}")
         if failure.fix and plan.checkpoint_volume and plan.max_restarts:
             failure.fix += f" (its checkpoints go with it: volume {plan.checkpoint_volume})"
+        if retryable(code) and left > 0 and any(engine.inspect(cid) is None for cid in job.ids.values()):
+            failure.problem = f"job {plan.job} was removed while it ran ('ddpctl down'): not restarted"
+            failure.fix = ""
+            left = 0
         if not retryable(code) or left <= 0:
             failure.args = (failure.message,)
             return Finished(outcome, failure, job.restarts)
