@@ -168,3 +168,51 @@ def test_doctor_gpu_checks_on_the_gpu_engine(gpu_engine, cpu_image, smi_path):
                                                                                "PATH": path})
     assert too_many.returncode == 1
     assert re.search(r"^fail\s+GPUs: 6 GPU\(s\) asked for .* this host has 4", too_many.stdout, re.M), too_many.stdout
+
+
+def _main_process_env(pid: int) -> dict[str, str]:
+    raw = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+
+
+def test_bench_docker_requests_the_cells_gpus(gpu_engine, cpu_image):
+    """`bench --runtime docker` (its DockerRunner, as the CLI builds it) asks the daemon for each cell's GPUs: a
+    2-GPU cell gets a device request for 2 and the daemon hands the container NVIDIA_VISIBLE_DEVICES=0,1; a cell
+    that asks for all of the host's GPUs (None) gets the host's 4 (stand-in nvidia-smi count). The program is a
+    4-second sleep (no GPU is touched); the daemon-set variable is read from the container's main process."""
+    import docker
+
+    from ddpctl.bench.docker import DockerRunner
+    from ddpctl.bench.programs import Launch
+    from ddpctl.local.engine import DockerEngine
+
+    client = docker.DockerClient(base_url=gpu_engine.host)
+    runner = DockerRunner(image=cpu_image, engine=DockerEngine(client), host_gpus=4)
+    prefix = f"bench-{os.getpid()}-"
+    seen: dict[str, tuple] = {}
+
+    def tick(_elapsed: float) -> None:
+        for c in client.containers.list(filters={"label": MANAGED}):
+            if c.name.startswith(prefix) and c.id not in seen and c.attrs["State"]["Pid"]:
+                try:
+                    env = _main_process_env(c.attrs["State"]["Pid"])
+                except OSError:
+                    continue  # exited between the listing and the read
+                seen[c.id] = (c.attrs["HostConfig"]["DeviceRequests"], env.get("NVIDIA_VISIBLE_DEVICES"))
+
+    sleep = ("-n", "1", "-r", "1", "import time; time.sleep(4)")
+    before = len(gpu_engine.hook_calls())
+    results = {}
+    for gpus, nprocs in ((2, 2), (None, 4)):
+        seen.clear()
+        res = runner.run(Launch(f"gpus-{gpus}", "timeit", sleep, nprocs=nprocs, distributed=True, gpus=gpus),
+                         timeout=240, tick=tick)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        assert len(seen) == 1, seen
+        results[gpus] = next(iter(seen.values()))
+    (req2,), ids2 = results[2]
+    (req_all,), ids_all = results[None]
+    assert (req2["Driver"], req2["Count"], ids2) == ("nvidia", 2, "0,1"), results
+    assert (req_all["Driver"], req_all["Count"], ids_all) == ("nvidia", 4, "0,1,2,3"), results
+    assert [c for c in gpu_engine.hook_calls()[before:] if c == "ARGS prestart"]  # the (stand-in) hook ran
+    assert not [c.name for c in client.containers.list(all=True) if c.name.startswith(prefix)]  # removed after

@@ -19,7 +19,7 @@ import pytest
 from itest_helpers import ddpctl
 from twohost import TwoHosts
 
-TRAIN = ["ddp-train", "--max-steps", "20"]
+TRAIN = ["ddp-train", "--max-steps", "5"]
 
 
 def _required() -> bool:
@@ -119,3 +119,107 @@ def test_per_host_compose_files_run_with_docker_compose(two_hosts, cpu_image, jo
                 p.kill()
             subprocess.run([*base, "down", "-v", "--remove-orphans"], env=host.env(), capture_output=True,
                            timeout=120)
+
+
+# ------------------------------------------------------------------------------ ddpctl up --docker-hosts
+
+
+def _hosts_env(two_hosts, **extra: str) -> dict[str, str]:
+    """ddpctl's environment: no DOCKER_HOST (the shared engine must not be needed), the hosts in
+    DDPCTL_DOCKER_HOSTS only where a test says so."""
+    return {"DOCKER_HOST": "unix:///nonexistent/ddpctl-test-no-default-engine.sock", **extra}
+
+
+def test_up_across_two_hosts_then_ps_logs_down(two_hosts, cpu_image, job, tmp_path):
+    a, b = two_hosts.hosts
+    urls = ",".join(two_hosts.urls)
+    up = ddpctl("up", "--name", job, "--nodes", "2", "--nproc-per-node", "2", "--docker-hosts", urls,
+                "--hosts", ",".join(two_hosts.addresses), "--image", cpu_image, "--", *TRAIN,
+                env=_hosts_env(two_hosts), timeout=400)
+    assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
+    assert f"job {job}: 2 node(s) on 2 Docker host(s), world size 4" in up.stderr, up.stderr
+    summaries = _summaries(up.stdout)
+    assert summaries and summaries[-1]["sync_check"] == "pass" and summaries[-1]["world_size"] == 4, up.stdout[-2000:]
+    assert "node-1 rank-2 | " in up.stdout and "node-1 rank-3 | " in up.stdout
+    # node i ran on host i, with host networking, node 0's address as the master
+    assert a.labelled(job) == [f"{job}-node-0"] and b.labelled(job) == [f"{job}-node-1"]
+    cfg = json.loads(b.docker("inspect", f"{job}-node-1").stdout)[0]
+    assert cfg["HostConfig"]["NetworkMode"] == "host"
+    assert "10.216.0.1" in cfg["Args"] and "--master-addr" in cfg["Args"]
+
+    # ps / logs / down find the job on both hosts: the flag, the environment, docker contexts
+    env = _hosts_env(two_hosts, DDPCTL_DOCKER_HOSTS=urls)
+    ps = ddpctl("ps", job, env=env)
+    assert ps.returncode == 0, ps.stderr
+    rows = [line.split() for line in ps.stdout.splitlines()[1:]]
+    assert [(r[1], r[2], r[3], r[4], r[-1]) for r in rows] == [
+        ("0", f"{job}-node-0", "exited", "0", a.url), ("1", f"{job}-node-1", "exited", "0", b.url)], ps.stdout
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    for h in two_hosts.hosts:
+        subprocess.run(["docker", "context", "create", f"mh-{h.name}", "--docker", f"host={h.url}"], check=True,
+                       capture_output=True, env={**os.environ, "DOCKER_CONFIG": str(config)})
+    by_context = ddpctl("ps", job, "--docker-hosts", "mh-a,mh-b", env=_hosts_env(two_hosts, DOCKER_CONFIG=str(config)))
+    assert by_context.returncode == 0, by_context.stderr
+    rows = [line.split() for line in by_context.stdout.splitlines()[1:]]
+    assert [(r[2], r[-1]) for r in rows] == [(f"{job}-node-0", "mh-a"), (f"{job}-node-1", "mh-b")], by_context.stdout
+    logs = ddpctl("logs", job, "--docker-hosts", urls, env=_hosts_env(two_hosts))
+    assert logs.returncode == 0, logs.stderr
+    assert all(f"rank-{r} | " in logs.stdout for r in range(4)), logs.stdout[-2000:]
+    assert "node-1 rank-3 | " in logs.stdout
+    down = ddpctl("down", job, env=env)
+    assert down.returncode == 0 and f"job {job}: removed 2 container(s)" in down.stderr, down.stderr
+    assert a.labelled(job) == [] and b.labelled(job) == []
+
+
+@pytest.mark.parametrize("case", ["unreachable", "bad-scheme", "unknown-context", "socket-without-hosts"])
+def test_bad_docker_host_is_one_line_and_leaves_nothing(two_hosts, cpu_image, job, case):
+    a, _ = two_hosts.hosts
+    second, hosts, code, message = {
+        "unreachable": (f"unix://{two_hosts.root}/nowhere/docker.sock", True, 1, "cannot reach Docker host unix://"),
+        "bad-scheme": ("http://10.216.0.2:2375", True, 2, "has scheme 'http', not one of unix, tcp, ssh"),
+        "unknown-context": ("no-such-context-mh", True, 2, "there is no docker context named 'no-such-context-mh'"),
+        "socket-without-hosts": (two_hosts.urls[1], False, 2, "is a socket on this machine"),
+    }[case]
+    args = ["--hosts", ",".join(two_hosts.addresses)] if hosts else []
+    proc = ddpctl("up", "--name", job, "--nodes", "2", "--docker-hosts", f"{a.url},{second}", *args,
+                  "--image", cpu_image, "--", "true", env=_hosts_env(two_hosts))
+    assert proc.returncode == code and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_image_missing_on_one_host_and_not_pullable(two_hosts, cpu_image, job):
+    a, b = two_hosts.hosts
+    only_a = f"ddpctl/mh-only-a:{job}"
+    a.docker("tag", cpu_image, only_a)
+    try:
+        proc = ddpctl("up", "--name", job, "--nodes", "2", "--docker-hosts", ",".join(two_hosts.urls), "--hosts",
+                      ",".join(two_hosts.addresses), "--image", only_a, "--", "true", env=_hosts_env(two_hosts))
+        assert proc.returncode == 2, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert f"image {only_a} is not on Docker host {b.url} and pulling it there failed" in last, proc.stderr
+        assert f"docker save {only_a} | docker -H {b.url} load" in last
+        assert a.labelled(job) == [] and b.labelled(job) == []
+    finally:
+        a.docker("rmi", only_a, check=False)
+
+
+def test_start_failure_on_the_second_host_removes_the_first_hosts_node(two_hosts, cpu_image, job):
+    """All or nothing across hosts: node 0 is created and started on host a, node 1 fails to start on host b
+    (its image of the same tag has no ddp-train-launch on PATH), and the job is removed from both hosts."""
+    a, b = two_hosts.hosts
+    tag = f"ddpctl/mh-split:{job}"
+    a.docker("tag", cpu_image, tag)
+    cid = b.docker("create", cpu_image, "true").stdout.strip()
+    b.docker("commit", "--change", "ENV PATH=/usr/bin:/bin", cid, tag)
+    b.docker("rm", cid)
+    try:
+        proc = ddpctl("up", "--name", job, "--nodes", "2", "--docker-hosts", ",".join(two_hosts.urls), "--hosts",
+                      ",".join(two_hosts.addresses), "--image", tag, "--", "sleep", "60", env=_hosts_env(two_hosts))
+        assert proc.returncode == 1, proc.stderr
+        assert "has no 'ddp-train-launch'" in proc.stderr and "nothing was left behind" in proc.stderr, proc.stderr
+        assert a.labelled(job) == [] and b.labelled(job) == []
+    finally:
+        for h in two_hosts.hosts:
+            h.docker("rmi", tag, check=False)

@@ -36,4 +36,6 @@ def test_flags_reach_their_fields():
     assert result.returncode == 0, result.stderr
     assert "namespace: team-a" in result.stdout and "- --max-restarts\n            - '3'\n" in result.stdout
     assert "minAvailable: 2" in result.stdout
-    assert "--hosts" not in {d for f in flags("up") for d in f.flag.decls}  # up runs on this host only
+    up_flags = {d for f in flags("up") for d in f.flag.decls}
+    assert "--docker-hosts" in up_flags and "--hosts" in up_flags  # up: one host, or node i on Docker host i
+    assert "--docker-hosts" not in {d for f in flags("compose") for d in f.flag.decls}

@@ -16,6 +16,7 @@ import typer
 from ddpctl.cli import specopts as so
 from ddpctl.cli import wsopts
 from ddpctl.cli.app import app, err
+from ddpctl.cli.dockerhosts import DockerHostsOpt
 
 
 def _caller() -> str | None:
@@ -45,7 +46,8 @@ _UP_OPTIONS = [
 
 
 def up(**kw) -> None:
-    """Run a job on this host: one container per node on a private network, node 0 the master.
+    """Run a job on this host: one container per node on a private network, node 0 the master; or across
+    machines: --docker-hosts URL,URL puts node i on Docker host i (host networking, node 0's address the master).
 
     Attached by default: every line prefixed with its node and global rank ('node-1 rank-3 | ...'), the
     first failure ends with one line naming its node, rank, exit code and last error line; Ctrl-C (or
@@ -69,12 +71,15 @@ def up(**kw) -> None:
       ddpctl up --nodes 2 --workdir . --bake --wheelhouse wheelhouse -- python my_train.py   (as a cluster runs it)
 
       ddpctl up -f job.yaml -d && ddpctl logs ddp --follow
+
+      ddpctl up -n 2 --docker-hosts ssh://me@gpu1,ssh://me@gpu2 -d
     """
+    from ddpctl.cli import dockerhosts as dh
     from ddpctl.local.plan import plan_local
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
     pip = wsopts.pip_options(kw)
-    spec = so.spec_from_cli("up", kw)
+    spec = dh.up_spec(kw)
     if bake or spec.workspace.dir:
         from ddpctl.images import bake as baking
 
@@ -84,10 +89,11 @@ def up(**kw) -> None:
         else:
             spec = baking.bake(spec, push=False, pip=pip)
     from ddpctl.local import executor
-    from ddpctl.local.engine import DockerEngine
 
-    engine = DockerEngine()
-    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller(), host_cpus=executor.host_cpus(engine))
+    spec, engine = dh.place(spec)
+    several = bool(spec.docker_hosts)  # node i on Docker host i; threads are set in each container (CPUs unknown here)
+    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller(),
+                      host_cpus=None if several else executor.host_cpus(engine))
     if dry_run:
         import yaml
 
@@ -105,9 +111,13 @@ def up(**kw) -> None:
     from ddpctl.local import restarts
 
     t0 = time.monotonic()
-    job = executor.up(plan, engine, host_gpus=host_gpu_count() if plan.wants_gpus else 0, say=err)
+    if several:
+        job = executor.up_hosts(plan, engine, say=err)
+    else:
+        job = executor.up(plan, engine, host_gpus=host_gpu_count() if plan.wants_gpus else 0, say=err)
+    on = f" on {len(spec.docker_hosts)} Docker host(s)" if several else ""
     where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
-    err(f"job {plan.job}: {len(job.ids)} node(s), world size {plan.world_size}, image {plan.image}"
+    err(f"job {plan.job}: {len(job.ids)} node(s){on}, world size {plan.world_size}, image {plan.image}"
         + (f", up to {plan.max_restarts} restart(s), checkpoints in {restarts.CHECKPOINT_DIR} ({where})"
            if plan.max_restarts else "")
         + f" (started in {time.monotonic() - t0:.1f}s)")
@@ -172,25 +182,28 @@ def _silence_stdout() -> None:
 @app.command("ps")
 def ps(
     job: Annotated[Optional[str], typer.Argument(help="Only this job.", show_default=False)] = None,
+    docker_hosts: DockerHostsOpt = None,
 ) -> None:
-    """List ddpctl jobs on this host: nodes, state, exit codes, restarts (up --max-restarts), age.
+    """List ddpctl jobs on this host (or on every --docker-hosts host): nodes, state, exit codes, restarts
+    (up --max-restarts), age.
 
     Example:
 
       ddpctl ps
     """
+    from ddpctl.cli.dockerhosts import engine_for
     from ddpctl.local import executor
-    from ddpctl.local.engine import DockerEngine
 
-    rows = executor.list_nodes(DockerEngine(), job)
+    rows = executor.list_nodes(engine_for(docker_hosts), job)
     if not rows:
         err("no ddpctl jobs" + (f" named {job}" if job else ""))
         return
     now = time.time()
-    table = [("JOB", "NODE", "CONTAINER", "STATE", "EXIT", "RESTARTS", "AGE")]
+    hosts = any(r.host for r in rows)
+    table = [("JOB", "NODE", "CONTAINER", "STATE", "EXIT", "RESTARTS", "AGE") + (("DOCKER HOST",) if hosts else ())]
     for r in rows:
         table.append((r.job, str(r.rank), r.name, r.state, "" if r.exit_code is None else str(r.exit_code),
-                      str(r.restarts or 0), executor.format_age(now - r.created)))
+                      str(r.restarts or 0), executor.format_age(now - r.created)) + ((r.host,) if hosts else ()))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -220,6 +233,7 @@ def logs(
                                                 show_default=False)] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Only lines newer than this (30s, 10m, 2h).",
                                                  show_default=False)] = None,
+    docker_hosts: DockerHostsOpt = None,
 ) -> None:
     """Print a job's output, all nodes merged in time order, each line prefixed with its node and rank
     ('node-1 rank-3 | ...'; 'node-1 | ...' for the node's launcher). Ranks that printed nothing are named
@@ -229,15 +243,15 @@ def logs(
 
       ddpctl logs ddp --node 0 --tail 20
     """
+    from ddpctl.cli.dockerhosts import engine_for
     from ddpctl.errors import UsageError
     from ddpctl.local import executor
-    from ddpctl.local.engine import DockerEngine
 
     for flag, value in (("--node", node), ("--tail", tail)):
         if value is not None and value < 0:
             raise UsageError(f"{flag} must be at least 0, got {value}", f"pass e.g. {flag} 0")
     start = _since(since)
-    engine = DockerEngine()
+    engine = engine_for(docker_hosts)
     color = _color(sys.stdout)
     nodes = executor.job_nodes(engine, job, node)
     expected = {n: executor.node_ranks(info.command) for n, info in nodes.items()}
@@ -269,7 +283,9 @@ def logs(
 @app.command("down")
 def down(
     job: Annotated[Optional[str], typer.Argument(help="Job name.", show_default=False)] = None,
-    all_jobs: Annotated[bool, typer.Option("--all", help="Every ddpctl job on this host.")] = False,
+    all_jobs: Annotated[bool, typer.Option("--all", help="Every ddpctl job on this host (or on every "
+                                                      "--docker-hosts host).")] = False,
+    docker_hosts: DockerHostsOpt = None,
 ) -> None:
     """Stop and remove a job's containers, network and checkpoint volume (safe to repeat; a missing job is not
     an error). A directory you mounted at /checkpoints yourself is never touched.
@@ -280,13 +296,13 @@ def down(
 
       ddpctl down --all
     """
+    from ddpctl.cli.dockerhosts import engine_for
     from ddpctl.errors import UsageError
     from ddpctl.local import executor
-    from ddpctl.local.engine import DockerEngine
 
     if bool(job) == all_jobs:
         raise UsageError("give a job name or --all (not both)", "e.g. 'ddpctl down ddp'")
-    engine = DockerEngine()
+    engine = engine_for(docker_hosts)
     jobs = executor.all_jobs(engine) if all_jobs else [job]
     if not jobs:
         err("no ddpctl jobs to remove")

@@ -35,15 +35,19 @@ def _named(items: list[dict], name: str | None) -> list[dict]:
 class DockerEngine(Engine):
     """Adapter over docker-py (the low-level ``APIClient`` where it streams)."""
 
-    def __init__(self, client=None) -> None:
+    def __init__(self, client=None, connect=None) -> None:
         self._client = client
+        self._connect = connect  # () -> client; default: DOCKER_HOST's engine (ddpctl.dockerclient)
 
     @property
     def client(self):
         if self._client is None:
-            from ddpctl.dockerclient import docker_client
+            if self._connect is None:
+                from ddpctl.dockerclient import docker_client
 
-            self._client = docker_client()
+                self._client = docker_client()
+            else:
+                self._client = self._connect()
         return self._client
 
     @property
@@ -95,6 +99,12 @@ class DockerEngine(Engine):
                               "check the NVIDIA driver and nvidia-container-toolkit on the Docker host") from None
         finally:
             remove_quietly(container)
+
+    def pull_image(self, ref: str) -> None:
+        from docker.utils import parse_repository_tag
+
+        repo, tag = parse_repository_tag(ref)  # "repo:tag", "repo@sha256:..." or "repo" (latest)
+        self.client.images.pull(repo, tag=tag or "latest")
 
     def create_network(self, name: str, labels: dict[str, str]) -> str:
         net = self.client.networks.create(name, driver="bridge", labels=labels, check_duplicate=True)

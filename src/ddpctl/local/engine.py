@@ -23,6 +23,7 @@ class ContainerInfo:
     created: float = 0.0  # epoch seconds
     oom_killed: bool = False
     command: tuple[str, ...] = ()  # the container's argv (entrypoint + cmd)
+    host: str = ""  # the Docker host it runs on, as the user named it (several hosts only)
 
     @property
     def running(self) -> bool:
@@ -100,6 +101,12 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def remove_container(self, cid: str) -> None: ...
+
+    def pull_image(self, ref: str) -> None:
+        """Pull ``ref`` from its registry (an engine that cannot pull says so)."""
+        from ddpctl.errors import EngineError
+
+        raise EngineError(f"this engine cannot pull {ref}", "load the image onto it with 'docker load'")
 
 
 def __getattr__(name: str):  # `from ddpctl.local.engine import DockerEngine`: the adapter, imported on first use

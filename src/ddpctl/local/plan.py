@@ -25,13 +25,14 @@ from ddpctl.targets import Support, Unsupported
 # `ddpctl up` honours every core spec field; the kubernetes/slurm sections are other targets' options.
 SUPPORT = Support("ddpctl up", sections=("nccl",), honours=frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
-    "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "master_addr",
-    "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
+    "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "docker_hosts",
+    "master_addr", "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
 }), unsupported=(
-    Unsupported("hosts", lambda s: s.multi_host, "it starts every node on this one host",
-                "render one compose file per host with 'ddpctl render compose --hosts ...' and run each there",
-                fields=()),
+    Unsupported("hosts without docker_hosts", lambda s: s.multi_host and not s.docker_hosts,
+                "it would start every node on this one host",
+                "name each node's Docker host with --docker-hosts URL,URL (or render one compose file per host with "
+                "'ddpctl render compose --hosts ...' and run each there)", fields=()),
     Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
                 "it starts a fixed set of containers on this one host",
                 "give a fixed node count (--max-restarts recovers lost nodes), or render a pytorchjob or slurm "
@@ -110,6 +111,7 @@ class LocalPlan:
     host_network: bool
     max_restarts: int = 0  # job restarts after a retryable node failure (ddpctl.local.restarts)
     checkpoint_volume: str | None = None  # the named volume ddpctl creates for the checkpoints, if any
+    docker_hosts: tuple[str, ...] = ()  # node i's Docker host (as given), or () for DOCKER_HOST's engine
 
     @property
     def gpus_total(self) -> int:
@@ -122,6 +124,9 @@ class LocalPlan:
         return any(not c.gpus.none for c in self.containers)
 
     def to_dict(self) -> dict[str, Any]:
+        containers = [_masked(container_request(c)) for c in self.containers]
+        for c, host in zip(containers, self.docker_hosts, strict=False):
+            c["docker_host"] = host
         return {
             "job": self.job,
             "image": self.image,
@@ -133,7 +138,7 @@ class LocalPlan:
                                       if self.checkpoint_volume else "mounted by the spec"),
                 "restart_command": list(self.containers[0].restart_argv or ()) if self.containers else []}
                if self.max_restarts else {}),
-            "containers": [_masked(container_request(c)) for c in self.containers],
+            "containers": containers,
         }
 
     @property
@@ -213,7 +218,9 @@ def plan_containers(spec: JobSpec, *, cwd: Path | None, default_user: str | None
 
 def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
                host_cpus: float | None = None) -> LocalPlan:
-    """The containers and network of ``spec`` on this host (``ddpctl up``); see :func:`plan_containers`."""
+    """The containers and network of ``spec`` on this host (``ddpctl up``); see :func:`plan_containers`. With
+    ``docker_hosts`` node *i* runs on Docker host *i* with host networking
+    (:class:`ddpctl.local.hostsengine.HostsEngine` places them)."""
     SUPPORT.check(spec)
     containers = plan_containers(spec, cwd=cwd, default_user=default_user, host_cpus=host_cpus,
                                  torchrun_restarts=False)
@@ -229,7 +236,8 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
     return LocalPlan(job=spec.name, image=spec.resolved_image, network=containers[0].network,
                      network_labels=tuple(launch.labels(spec).items()), containers=containers,
                      port=spec.port, world_size=spec.world_size, host_network=host_network,
-                     max_restarts=spec.max_restarts, checkpoint_volume=volume)
+                     max_restarts=spec.max_restarts, checkpoint_volume=volume,
+                     docker_hosts=spec.docker_hosts)
 
 
 def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None, *,

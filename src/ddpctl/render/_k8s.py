@@ -30,6 +30,8 @@ SECTIONS = ("nccl", "kubernetes", _workspace.SECTION)
 COMMON_UNSUPPORTED: tuple[Unsupported, ...] = _workspace.UNSUPPORTED + (
     Unsupported("hosts", lambda s: bool(s.hosts), "Kubernetes places pods on nodes itself",
                 "drop hosts, or use kubernetes.node_selector"),
+    Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Kubernetes runs the pods, not Docker hosts",
+                "drop docker_hosts"),
     Unsupported("master_addr", lambda s: s.master_addr is not None,
                 "the operator sets the master address", "drop master_addr"),
     Unsupported("device_ids", lambda s: bool(s.device_ids), "the NVIDIA device plugin picks the GPUs",

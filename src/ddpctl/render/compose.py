@@ -25,7 +25,7 @@ from ddpctl.targets import Support, Unsupported
 
 TARGET = "compose"
 
-# Compose honours every core spec field; the kubernetes/slurm sections are other targets' options.
+# Compose honours every core spec field but docker_hosts; the kubernetes/slurm sections are other targets' options.
 SUPPORT = Support(TARGET, sections=("nccl", _workspace.SECTION), honours=_workspace.HONOURS | frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
     "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "master_addr",
@@ -37,6 +37,10 @@ SUPPORT = Support(TARGET, sections=("nccl", _workspace.SECTION), honours=_worksp
                 "torchrun's elastic c10d rendezvous needs nodes that may come and go",
                 "give a fixed node count (max_restarts for restarts), or render a pytorchjob or a slurm script",
                 fields=("min_nodes",)),
+    Unsupported("docker_hosts", lambda s: bool(s.docker_hosts),
+                "it says where 'ddpctl up' starts each node; a compose file runs wherever docker-compose points",
+                "drop docker_hosts (keep hosts) and run each file on its host: "
+                "DOCKER_HOST=URL docker-compose -f compose.node-<i>.yaml up"),
 ))
 
 

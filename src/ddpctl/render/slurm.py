@@ -33,6 +33,8 @@ SUPPORT = Support(TARGET, sections=("nccl", "slurm", _workspace.SECTION), honour
 }), unsupported=_workspace.UNSUPPORTED + (
     Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
                 "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
+    Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Slurm starts the job on the nodes it allocates",
+                "drop docker_hosts (hosts become --nodelist)"),
     Unsupported("shm_size", lambda s: s.shm_size is not None, "Slurm jobs use the node's own /dev/shm",
                 "drop shm_size"),
     Unsupported("ipc", lambda s: s.ipc != "host", "Slurm jobs share the node's IPC namespace and /dev/shm",

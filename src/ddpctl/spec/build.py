@@ -30,6 +30,8 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None, _lines
             raise ck.fail(("min_nodes",), f"is {kw['min_nodes']} but nodes says {data['nodes']}",
                           "give the range once: nodes: MIN:MAX")
         kw["min_nodes"], kw["nodes"] = kw["nodes"]
+    if len(kw.get("docker_hosts", ())) > 1 and "network" not in kw:
+        kw["network"] = "host"  # nodes on several Docker hosts reach each other through the hosts' networks
     if "shm_size" in kw:
         kw["ipc"] = "private"  # a size implies a private /dev/shm (ipc: host written next to it is refused below)
     spec = JobSpec(**kw)
@@ -85,6 +87,15 @@ def cross_checks(ck: c.Checker, spec: JobSpec, data: Mapping[str, Any]) -> None:
         if len(hosts) > 1 and spec.network != "host":
             raise ck.fail(("network",), "must be host for a multi-host run (bridge networks do not span hosts)",
                           "set network: host")
+    if spec.docker_hosts:
+        if len(spec.docker_hosts) != nodes:
+            raise ck.fail(("docker_hosts",), f"lists {len(spec.docker_hosts)} Docker host(s) but nodes is {nodes}",
+                          "give one Docker host per node, node 0's first")
+        if len(set(spec.docker_hosts)) != len(spec.docker_hosts):
+            raise ck.fail(("docker_hosts",), "lists a Docker host twice", "give one distinct Docker host per node")
+        if nodes > 1 and spec.network != "host":
+            raise ck.fail(("network",), "must be host for nodes on several Docker hosts (bridge networks do not "
+                          "span hosts)", "set network: host (the default with docker_hosts)")
     targets = [v.target for v in spec.volumes]
     if spec.workdir:
         targets.append("/workspace")

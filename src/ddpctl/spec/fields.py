@@ -113,8 +113,16 @@ _TABLE: list[Field] = [
           sample="host"),
     Field("hosts", lambda ck, p, v: ck.str_list(p, v, c.HOST_RE, "a host name or IP address"),
           Flag(("--hosts",), str, "Comma-separated host addresses, one per node, master first (multi-host).",
-               commands=("compose", "pytorchjob", "trainjob", "slurm")),
+               commands=("up", "compose", "pytorchjob", "trainjob", "slurm")),
           sample=["node-a"], needs={"network": "host"}),
+    Field("docker_hosts", lambda ck, p, v: ck.str_list(p, v, c.DOCKER_HOST_RE,
+                                                       "a Docker host URL (unix://, tcp://, ssh://) or context name"),
+          Flag(("--docker-hosts",), str,
+               "Comma-separated Docker hosts, one per node, node 0 first: unix:///PATH, tcp://HOST[:PORT] (TLS "
+               "from DOCKER_TLS_VERIFY/DOCKER_CERT_PATH), ssh://[USER@]HOST or docker context names; host "
+               "networking, node 0's address the master (--hosts, else the URL's host). Default: "
+               "$DDPCTL_DOCKER_HOSTS.", commands=("up",)),
+          sample=["tcp://10.0.0.1:2376"]),
     Field("max_restarts", _int(0, 100), Flag(
         ("--max-restarts",), int, "Restarts after a node fails with a retryable exit code (>= 128: killed, OOM, "
         "lost peer) before the job fails; 0 (default): fail at once. up: the whole job restarts and resumes from "

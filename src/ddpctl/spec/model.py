@@ -129,6 +129,7 @@ class JobSpec:
     shm_size: int | None = None  # bytes; only with ipc=private
     network: str = "bridge"  # bridge (one host, private network) | host (multi-host)
     hosts: tuple[str, ...] = ()  # one address per node for multi-host runs
+    docker_hosts: tuple[str, ...] = ()  # `ddpctl up`: one Docker host (URL or context name) per node
     master_addr: str | None = None  # override the master address
     max_restarts: int = 0
     memlock: bool = False  # ulimit memlock=-1 (opt-in: needs a daemon allowed to raise it)
@@ -202,12 +203,13 @@ class JobSpec:
 
     @property
     def nodes_per_host(self) -> int:
-        """How many of the job's nodes share one host: all of them unless ``hosts`` gives each node its own.
+        """How many of the job's nodes share one host: all of them unless ``hosts`` (or ``docker_hosts``) gives
+        each node its own.
 
         The one statement of that rule: GPU requests (:func:`ddpctl.launch.gpu_requests`), the per-host thread
         share and the ``device_ids`` check all read it.
         """
-        return 1 if self.hosts else self.nodes
+        return 1 if self.hosts or self.docker_hosts else self.nodes
 
 
 # The sections: top-level keys whose value is a mapping of options of their own (checked by the same table).

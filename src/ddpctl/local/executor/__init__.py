@@ -17,6 +17,8 @@ The parts (callers use the names re-exported here):
 - :mod:`.supervise`  an attached job to its end: restarts after retryable node failures
                      (:func:`supervise`, ``up --max-restarts``; the rules in :mod:`ddpctl.local.restarts`);
 - :mod:`.lines`      the text of node output (``rank-N |`` prefixes, the launcher's failure line);
+- :mod:`.hosts`      a job on several Docker hosts: preflight on each (the image pulled where missing), then
+                     the same create/start through a :class:`~ddpctl.local.hostsengine.HostsEngine`;
 - :mod:`.jobs`       ``ps`` / ``logs`` / ``down --all`` by label;
 - :mod:`.common`     labels and helpers the others share.
 """
@@ -35,6 +37,7 @@ from ddpctl.local.executor.attach import (
 )
 from ddpctl.local.executor.common import MANAGED, Say, job_label
 from ddpctl.local.executor.create import Job, create, remove_job, restart, rollback, start, up
+from ddpctl.local.executor.hosts import ensure_image, preflight_hosts, up_hosts
 from ddpctl.local.executor.jobs import (
     NodeRow,
     all_jobs,
@@ -73,4 +76,5 @@ __all__ = [
     "label", "label_width", "list_nodes", "merged_logs", "node_failure", "node_ranks", "parse_launch_failure",
     "peer_loss_line", "port_free", "prefix", "preflight", "remove_job", "restart", "rollback", "root_cause", "secret_values",
     "silent_ranks_line", "split_rank", "start", "supervise", "up", "wait_for_line",
+    "ensure_image", "preflight_hosts", "up_hosts",
 ]

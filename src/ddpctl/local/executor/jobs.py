@@ -24,6 +24,7 @@ class NodeRow:
     exit_code: int | None
     created: float
     restarts: int | None = None  # how many times the job was restarted before this container (None: no restarts)
+    host: str = ""  # the Docker host, when the engine spans several
 
 
 def list_nodes(engine: Engine, job: str | None = None) -> list[NodeRow]:
@@ -34,8 +35,8 @@ def list_nodes(engine: Engine, job: str | None = None) -> list[NodeRow]:
         rank = int(c.labels.get(LABEL_NODE_RANK, "-1")) if c.labels.get(LABEL_NODE_RANK, "").isdigit() else -1
         restarts = c.labels.get(LABEL_RESTARTS, "")
         rows.append(NodeRow(c.labels[LABEL_JOB], rank, c.name, c.state, c.exit_code, c.created,
-                            int(restarts) if restarts.isdigit() else None))
-    return sorted(rows, key=lambda r: (r.job, r.rank))
+                            int(restarts) if restarts.isdigit() else None, host=c.host))
+    return sorted(rows, key=lambda r: (r.job, r.rank, r.host))
 
 
 def format_age(seconds: float) -> str:

@@ -48,16 +48,34 @@ def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
     if not engine.image_exists(plan.image):
         raise UsageError(f"image {plan.image} is not present on this Docker Engine",
                          "build it with 'make image-cpu' (CPU) / 'make image' (CUDA), or pass --image")
+    existing = clashes(plan, engine)
+    if _engine_is_local():
+        for m in plan.containers[0].mounts if plan.containers else ():
+            if m.bind and not os.path.exists(m.source):
+                raise UsageError(f"bind-mount source {m.source} (for {m.target}) does not exist on this host",
+                                 "create it or fix the path given to --volume / --workdir")
+    if plan.host_network and not port_check(plan.port):
+        raise UsageError(f"port {plan.port} is already in use on this host (host networking)",
+                         "pick a free one with --port, or stop what listens on it")
+    return existing
+
+
+def clashes(plan: LocalPlan, engine: Engine) -> list[ContainerInfo]:
+    """Refuse a running job of the same name and containers/networks of that name that are not the job's;
+    return the job's finished earlier run (to replace)."""
     existing = engine.containers(label=job_label(plan.job))
     running = [c for c in existing if c.running]
     if running:
-        raise UsageError(f"job {plan.job} is already running ({len(running)} container(s))",
+        where = sorted({c.host for c in running if c.host})
+        on = f" on Docker host(s) {', '.join(where)}" if where else ""
+        raise UsageError(f"job {plan.job} is already running ({len(running)} container(s){on})",
                          f"stop it with 'ddpctl down {plan.job}' or choose another --name")
     mine = {c.id for c in existing}
     for c in plan.containers:
         for other in engine.containers(name=c.name):
             if other.id not in mine:
-                raise UsageError(f"a container named {c.name} already exists and is not part of job {plan.job}",
+                on = f" on Docker host {other.host}" if other.host else ""
+                raise UsageError(f"a container named {c.name} already exists{on} and is not part of job {plan.job}",
                                  f"remove it ('docker rm -f {c.name}') or choose another --name")
     if plan.network:
         for net in engine.networks(name=plan.network):
@@ -71,14 +89,6 @@ def preflight(plan: LocalPlan, engine: Engine, *, host_gpus: int,
                                  f"{plan.job}'s checkpoint volume",
                                  f"remove it ('docker volume rm {plan.checkpoint_volume}'), choose another --name, "
                                  f"or mount it yourself with -v {plan.checkpoint_volume}:/checkpoints")
-    if _engine_is_local():
-        for m in plan.containers[0].mounts if plan.containers else ():
-            if m.bind and not os.path.exists(m.source):
-                raise UsageError(f"bind-mount source {m.source} (for {m.target}) does not exist on this host",
-                                 "create it or fix the path given to --volume / --workdir")
-    if plan.host_network and not port_check(plan.port):
-        raise UsageError(f"port {plan.port} is already in use on this host (host networking)",
-                         "pick a free one with --port, or stop what listens on it")
     return existing
 
 
