@@ -25,10 +25,13 @@ def workspace_params() -> list[inspect.Parameter]:
 
 
 def pip_options(kw: dict[str, Any]):
-    """Pop the pip options out of ``kw``, checked as 'ddpctl image build' checks them."""
+    """Pop the pip options out of ``kw``, checked as 'ddpctl image build' checks them; None when none is
+    given (the images package, with its Docker helpers, is then not imported: start-up of 'render')."""
+    wheelhouse, index_url, ca_file = kw.pop("wheelhouse", None), kw.pop("index_url", None), kw.pop("ca_file", None)
+    if wheelhouse is None and index_url is None and ca_file is None:
+        return None
     from ddpctl.images.plans import build_plan
     from ddpctl.images.workspace import PipOptions
 
-    wheelhouse, index_url, ca_file = kw.pop("wheelhouse", None), kw.pop("index_url", None), kw.pop("ca_file", None)
     build_plan(cpu=True, wheelhouse=wheelhouse, index_url=index_url, ca_file=ca_file)
     return PipOptions(wheelhouse, index_url, ca_file)
