@@ -74,6 +74,7 @@ def test_classic_transforms_are_torchvisions_operations():
     torchvision is absent) compute what torchvision's do: un-augmented, (x / 255 - mean) / std of the HWC image;
     augmented, a window of the zero-padded image, mirrored or not."""
     import torch
+
     from ddp_train.classic import TorchvisionStyleDataset, _Builtin
     from ddp_train.data import Split
 
