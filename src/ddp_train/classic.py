@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .data import ShardBatchSampler, Split
+from .data import ShardBatchSampler, Split, WorkerLoader
 
 try:
     from PIL import Image
@@ -92,7 +92,7 @@ class TorchvisionStyleDataset(torch.utils.data.Dataset):
         return self.transform(img), target
 
 
-class SeedLoader:
+class SeedLoader(WorkerLoader):
     """DataLoader over the torchvision-style dataset the way the seeds build it (workers, pinned memory, the
     default prefetch of 2, workers re-spawned each epoch); this rank's shard and batches as every pipeline here."""
 
@@ -105,18 +105,3 @@ class SeedLoader:
         self.loader = torch.utils.data.DataLoader(self.dataset, batch_sampler=self.sampler, num_workers=workers,
                                                   pin_memory=self.device.type == "cuda")
         self.steps = self.sampler.steps
-
-    def __len__(self):
-        return self.steps
-
-    def epoch_steps(self, segment=None):
-        return self.sampler.epoch_steps(segment)
-
-    def epoch(self, epoch, start_step=0, segment=None):
-        self.sampler.set_epoch(epoch, start_step, segment)
-        self.last_indices = None  # not tracked through the workers (--debug-sample-log needs the device pipeline)
-        for x, y in self.loader:
-            x = x.to(self.device, non_blocking=True)
-            if self.channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
-            yield x, y.to(self.device, non_blocking=True)

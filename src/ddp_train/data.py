@@ -436,22 +436,13 @@ class ShardBatchSampler(torch.utils.data.Sampler):
             yield [(self.epoch, i) for i in idx[k * self.batch:(k + 1) * self.batch]]
 
 
-class ClassicLoader:
-    """DataLoader with workers and pinned memory; batches moved to the device as the classic scripts do."""
-
-    def __init__(self, split: Split, *, batch, rank, world, seed, pad, flip, augment, mean, std,
-                 channels_last, out_dtype, device, workers):
-        self.sampler = ShardBatchSampler(split.length, batch=batch, rank=rank, world=world, seed=seed)
-        ds = SampleDataset(split, seed=seed, pad=pad, flip=flip, augment=augment, mean=mean, std=std)
-        self.device = torch.device(device)
-        self.channels_last, self.out_dtype = channels_last, out_dtype
-        self.loader = torch.utils.data.DataLoader(
-            ds, batch_sampler=self.sampler, num_workers=workers, pin_memory=self.device.type == "cuda",
-            persistent_workers=workers > 0, prefetch_factor=4 if workers > 0 else None)
-        self.steps = self.sampler.steps
+class WorkerLoader:
+    """What the DataLoader-based pipelines share: ``self.sampler`` (a :class:`ShardBatchSampler`),
+    ``self.loader`` over it, ``self.device`` and ``self.channels_last``, set by the subclass; batches are moved
+    to the device as the classic scripts do."""
 
     def __len__(self):
-        return self.steps
+        return self.sampler.steps
 
     def epoch_steps(self, segment=None):
         return self.sampler.epoch_steps(segment)
@@ -464,3 +455,18 @@ class ClassicLoader:
             if self.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             yield x, y.to(self.device, non_blocking=True)
+
+
+class ClassicLoader(WorkerLoader):
+    """DataLoader with workers and pinned memory; batches moved to the device as the classic scripts do."""
+
+    def __init__(self, split: Split, *, batch, rank, world, seed, pad, flip, augment, mean, std,
+                 channels_last, out_dtype, device, workers):
+        self.sampler = ShardBatchSampler(split.length, batch=batch, rank=rank, world=world, seed=seed)
+        ds = SampleDataset(split, seed=seed, pad=pad, flip=flip, augment=augment, mean=mean, std=std)
+        self.device = torch.device(device)
+        self.channels_last, self.out_dtype = channels_last, out_dtype
+        self.loader = torch.utils.data.DataLoader(
+            ds, batch_sampler=self.sampler, num_workers=workers, pin_memory=self.device.type == "cuda",
+            persistent_workers=workers > 0, prefetch_factor=4 if workers > 0 else None)
+        self.steps = self.sampler.steps
