@@ -59,8 +59,18 @@ flock /tmp/ddpctl-apptainer-standin.lock docker pull -q "$image" >/dev/null
 echo "apptainer stand-in: ${SLURMD_NODENAME:-?} step ${SLURM_STEP_ID:-?} starting at $(date +%T)" >&2
 # --pid host: apptainer shares the host's PID namespace; in private ones the two "hosts" of this one machine would
 # both run torchrun as the same pid and the c10d rendezvous would take them for one participant.
+# The container is no child of this step (dockerd starts it), so when Slurm kills the step (srun SIGKILLs its
+# tasks when it is itself signalled, as the script does to the rendezvous store's step at its end) the container
+# would live on. A real apptainer step's processes die with it; to behave the same, the command inside the
+# container watches this script's pid (one PID namespace: --pid host) and ends when it is gone.
 exec docker run --rm --init --network host --ipc host --pid host --label "''' + STANDIN_LABEL + r'''" \
-    --label "ddpctl.slurm-job=${SLURM_JOB_ID:-}" "${envs[@]}" "${opts[@]}" "$image" "$@"
+    --label "ddpctl.slurm-job=${SLURM_JOB_ID:-}" "${envs[@]}" "${opts[@]}" --entrypoint sh "$image" -c '
+        watch="$1"; shift; "$@" & c=$!
+        while kill -0 "$c" 2>/dev/null; do
+            if ! kill -0 "$watch" 2>/dev/null; then kill -TERM "$c"; sleep 5; kill -KILL "$c" 2>/dev/null; break; fi
+            sleep 1
+        done
+        wait "$c"' standin "$$" "$@"
 '''
 
 
