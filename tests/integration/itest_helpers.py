@@ -52,3 +52,17 @@ def make_wheel(dest: Path, name: str, version: str, source: str) -> Path:
         for path, data in files.items():
             zf.writestr(zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0)), data)
     return wheel
+
+
+def remove_workspace_images(engine, repository: str) -> None:
+    """Remove every image tagged under ``repository`` and the requirements layer image it was built on."""
+    for img in engine.images.list():
+        for tag in img.tags:
+            if repository in tag:
+                deps = (img.labels or {}).get("ai.ddpctl.workspace.deps-hash")
+                engine.images.remove(tag, force=True)
+                if deps:
+                    try:
+                        engine.images.remove(f"ddpctl/workspace-deps:{deps}")
+                    except Exception:  # noqa: BLE001 - shared with another of the test's images, or gone
+                        pass

@@ -10,7 +10,7 @@ import subprocess
 import uuid
 
 import pytest
-from itest_helpers import ddpctl, make_wheel
+from itest_helpers import ddpctl, make_wheel, remove_workspace_images
 
 
 @pytest.fixture
@@ -44,16 +44,7 @@ def repo(engine):
     """A unique repository name; every image tagged under it (and its requirements layer) is removed after."""
     name = f"ws-test/{uuid.uuid4().hex[:8]}"
     yield name
-    for img in engine.images.list():
-        for tag in img.tags:
-            if name in tag:
-                deps = (img.labels or {}).get("ai.ddpctl.workspace.deps-hash")
-                engine.images.remove(tag, force=True)
-                if deps:
-                    try:
-                        engine.images.remove(f"ddpctl/workspace-deps:{deps}")
-                    except Exception:  # noqa: BLE001 - shared with another of this test's images, or gone
-                        pass
+    remove_workspace_images(engine, name)
 
 
 # The Debian base (python3 + pip, 190 MB, made by 'ddpctl image base' before the CPU image) keeps the pushes

@@ -9,7 +9,7 @@ import os
 import uuid
 
 import pytest
-from itest_helpers import ddpctl, make_wheel
+from itest_helpers import ddpctl, make_wheel, remove_workspace_images
 
 BASE = "ddpctl/base:bookworm"
 
@@ -28,16 +28,7 @@ def project(tmp_path):
 def cleanup_repo(engine):
     name = f"ws-err/{uuid.uuid4().hex[:8]}"
     yield name
-    for img in engine.images.list():
-        for tag in img.tags:
-            if name in tag:
-                deps = (img.labels or {}).get("ai.ddpctl.workspace.deps-hash")
-                engine.images.remove(tag, force=True)
-                if deps:
-                    try:
-                        engine.images.remove(f"ddpctl/workspace-deps:{deps}")
-                    except Exception:  # noqa: BLE001 - gone, or shared
-                        pass
+    remove_workspace_images(engine, name)
 
 
 def _render(tmp_path, root, house, repo, *extra, target="pytorchjob"):
