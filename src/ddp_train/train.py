@@ -122,7 +122,7 @@ class Run:
             requested=a.step_mode, device_type=self.device.type, strategy=self.strategy, precision=self.precision,
             compile=a.compile, compile_mode=a.compile_mode, sync_bn=a.sync_bn, grad_compression=a.grad_compression,
             planned_steps=self.stop_at, distributed=self.strategy == "ddp" and self.distributed,
-            graph_reducer=a.graph_reducer)
+            graph_reducer=a.graph_reducer, compile_if_repaid=a.compile_if_repaid)
         self.graph_mode = self.step_plan.mode == "graph"
         if a.debug_skip_grad_sync and not (self.graph_mode and a.graph_reducer == "flat"):
             raise TrainError("--debug-skip-grad-sync applies to graph mode's flat reducer only", EXIT_USAGE)
@@ -572,6 +572,8 @@ class Run:
         if self.global_step >= self.stop_at:
             self.say("ddp-train: nothing left to train (already at the last step)")
         stop = self.global_step >= self.stop_at
+        prof = _StepProfiler(a.profile_dir, a.profile_steps, self.rank, self.device, self.warmup_steps,
+                             self.stop_at, self.global_step)
         self.model.train()
         self.control.install()
         self.control.saved()  # the time cadence counts from the start of training
@@ -597,7 +599,13 @@ class Run:
                 interval_data += dt
                 if seg_start is not None:
                     data_time_timed += dt
+                prof.before(self.global_step)
                 warm_left = self.step(x, y, warm_left)
+                if prof.after(self.global_step):
+                    pause()
+                    prof.write()
+                    self.say(f"ddp-train: profile of {prof.recorded} steps written to {a.profile_dir}")
+                    resume()
                 self.samples_done += self.global_batch
                 self.sched.step()
                 self.global_step += 1
@@ -673,6 +681,9 @@ class Run:
                 saved_at = self.global_step
             resume()
         pause()
+        if prof.prof is not None and not prof.recorded:  # the run ended inside the profiled steps
+            prof.end = self.global_step
+            prof.write()
         self.control.drain()
         self.control.uninstall()
         if test_acc is None and not a.no_eval and sync_res is None:
@@ -756,6 +767,49 @@ class Run:
                 self.sync_device()
                 return
             dist.destroy_process_group()
+
+
+class _StepProfiler:
+    """``--profile-dir``: torch.profiler over ``steps`` training steps of the timed window (from the 5th timed
+    step, or as late as the run allows), on every rank; Chrome trace (gzipped) and a kernel table per rank."""
+
+    def __init__(self, out_dir, steps, rank, device, warmup_steps, stop_at, first_step):
+        self.out_dir, self.rank, self.device = out_dir, rank, device
+        self.start = max(first_step, min(warmup_steps + 5, stop_at - steps))
+        self.end = min(stop_at, self.start + steps)
+        self.prof = None
+        self.recorded = 0
+
+    def before(self, step):
+        if self.out_dir and self.prof is None and step == self.start:
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+            self.prof = profile(activities=acts)
+            self.prof.__enter__()
+
+    def after(self, step):
+        """True when the last profiled step is done (the caller pauses the clock and calls write())."""
+        return self.prof is not None and step + 1 >= self.end and not self.recorded
+
+    def write(self):
+        import gzip
+        import shutil
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.prof.__exit__(None, None, None)
+        self.recorded = self.end - self.start
+        os.makedirs(self.out_dir, exist_ok=True)
+        raw = os.path.join(self.out_dir, f"trace-rank{self.rank}.json")
+        self.prof.export_chrome_trace(raw)
+        with open(raw, "rb") as src, gzip.open(raw + ".gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.remove(raw)
+        sort = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
+        with open(os.path.join(self.out_dir, f"kernels-rank{self.rank}.txt"), "w") as f:
+            f.write(f"{self.recorded} steps (global steps {self.start + 1}-{self.end})\n")
+            f.write(self.prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
 
 
 class _IntervalLog:
