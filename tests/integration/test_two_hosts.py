@@ -36,6 +36,8 @@ def two_hosts(engine, cpu_image):
         problem = "no dockerd binary"
     elif not (shutil.which("ip") and shutil.which("nsenter")):
         problem = "no 'ip' (iproute2) or 'nsenter' (util-linux)"
+    elif not shutil.which("openssl"):
+        problem = "no 'openssl' (the daemons' TLS certificates are made with it)"
     if problem:
         (pytest.fail if _required() else pytest.skip)(f"no two-host fixture: {problem}")
     had_docker0 = os.path.exists("/sys/class/net/docker0")
