@@ -212,11 +212,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "one CUDA graph and replay it; eager: run it op by op; auto (default): graph on a GPU for runs "
                    f"of at least {GRAPH_MIN_STEPS} steps where nothing rules it out, eager otherwise (the first "
                    "log line says which and why)")
-    g.add_argument("--graph-reducer", choices=("flat", "ddp"), default="flat",
+    g.add_argument("--graph-reducer", choices=("flat", "bucketed", "ddp"), default="flat",
                    help="how graph mode averages gradients across ranks: flat (default): one NCCL all-reduce of a flat "
                    "gradient buffer after the backward, BatchNorm buffers broadcast from rank 0 before each forward "
-                   "(as DDP's broadcast_buffers); ddp: DistributedDataParallel built on a side stream with "
+                   "(as DDP's broadcast_buffers); bucketed: the same buffer in reverse parameter order, cut into "
+                   "buckets of --bucket-mb, each all-reduced as soon as the backward has produced its gradients "
+                   "(overlapping the rest of the backward); ddp: DistributedDataParallel built on a side stream with "
                    "static_graph=True, captured with its bucket hooks")
+    g.add_argument("--bucket-mb", type=_positive(float), default=25.0,
+                   help="bucket size in MB (MiB) for --graph-reducer bucketed (default 25, DDP's bucket_cap_mb)")
     g.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=None,
                    help="cuDNN autotuning (default: on for GPU runs except --strategy dp and --deterministic)")
     g.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=True,
@@ -264,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--debug-step-sleep", type=float, default=0.0, help=argparse.SUPPRESS)
     # Diagnosis hook, hidden: graph mode's flat reducer runs no collective (ranks drift; step-time breakdown only)
     g.add_argument("--debug-skip-grad-sync", action="store_true", help=argparse.SUPPRESS)
+    # Test hook, hidden: graph mode's reducer (--graph-reducer flat|bucketed) in eager steps too, so the training
+    # loop's use of it runs on CPU/gloo (tests/distributed/test_bucketed_allreduce_cpu.py); eager runs use DDP otherwise
+    g.add_argument("--debug-reducer-in-eager", action="store_true", help=argparse.SUPPRESS)
     return p
 
 

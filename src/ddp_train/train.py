@@ -23,7 +23,7 @@ from . import threads as threads_mod
 from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
 from .errors import EXIT_CHECKPOINT, EXIT_PREEMPTED, EXIT_USAGE, Preempted, TrainError
-from .flatreduce import FlatAllReduce
+from .flatreduce import BucketedAllReduce, FlatAllReduce
 from .metrics import GpuStats, MetricsFile, Progress, device_name
 from .models import build_model, convert_sync_bn
 from .steptimer import StepTimer
@@ -129,6 +129,10 @@ class Run:
         self.graph_mode = self.step_plan.mode == "graph"
         if a.debug_skip_grad_sync and not (self.graph_mode and a.graph_reducer == "flat"):
             raise TrainError("--debug-skip-grad-sync applies to graph mode's flat reducer only", EXIT_USAGE)
+        # graph mode's own reducers (eager runs use DDP; --debug-reducer-in-eager: them too, for the CPU tests)
+        self.own_reducer = a.graph_reducer in ("flat", "bucketed") and (self.graph_mode or a.debug_reducer_in_eager)
+        if a.debug_reducer_in_eager and a.graph_reducer == "ddp":
+            raise TrainError("--debug-reducer-in-eager takes --graph-reducer flat or bucketed", EXIT_USAGE)
         if self.graph_mode and self.warmup_steps <= self.step_plan.warmup_iters \
                 and self.step_plan.warmup_iters + 1 < self.stop_at:
             # the timed window starts after the eager warm-up iterations and the capture
@@ -194,10 +198,14 @@ class Run:
         # Graph mode: DDP is built (and the warm-up runs) on a side stream, as whole-network capture with DDP needs
         self.side_stream = torch.cuda.Stream(self.device) if self.graph_mode else None
         self.reducer = None
-        if self.strategy == "ddp" and self.distributed and self.graph_mode and a.graph_reducer == "flat":
-            self.reducer = FlatAllReduce(core, broadcast_buffers=a.broadcast_buffers,
-                                         comm_dtype=torch.bfloat16 if a.grad_compression == "bf16" else torch.float32,
-                                         skip_sync=a.debug_skip_grad_sync)
+        if self.strategy == "ddp" and self.distributed and self.own_reducer:
+            comm_dtype = torch.bfloat16 if a.grad_compression == "bf16" else torch.float32
+            if a.graph_reducer == "bucketed":
+                self.reducer = BucketedAllReduce(core, broadcast_buffers=a.broadcast_buffers, comm_dtype=comm_dtype,
+                                                 bucket_bytes=int(a.bucket_mb * (1 << 20)))
+            else:
+                self.reducer = FlatAllReduce(core, broadcast_buffers=a.broadcast_buffers, comm_dtype=comm_dtype,
+                                             skip_sync=a.debug_skip_grad_sync)
             self.model = core
         elif self.strategy == "ddp" and self.distributed:
             with (torch.cuda.stream(self.side_stream) if self.graph_mode else contextlib.nullcontext()):
@@ -223,6 +231,7 @@ class Run:
         if self.step_plan.compile:
             self.model = torch.compile(self.model, mode=None if a.compile_mode == "default" else a.compile_mode)
         self.graph = None  # the captured step (graph mode, once captured)
+        self._unready_said = False
         self.acc = torch.zeros(2, device=self.device)  # this epoch's training loss sum and correct count
         self.capture_s = self.warmup_iters_s = None
         self.startup_s = None
@@ -239,7 +248,8 @@ class Run:
             workload=a.workload, model=a.model, device=str(self.device), device_name=device_name(self.device),
             data=src, data_pipeline=self.pipeline, precision=self.precision, channels_last=self.channels_last,
             compile=self.step_plan.compile, step_mode=self.step_plan.mode,
-            graph_reducer=(a.graph_reducer if self.graph_mode and self.distributed else None),
+            graph_reducer=(a.graph_reducer if (self.graph_mode or self.own_reducer) and self.distributed else None),
+            graph_buckets=(len(self.reducer.bounds) if isinstance(self.reducer, BucketedAllReduce) else None),
             grad_compression=a.grad_compression if self.distributed and self.world > 1 else "none", sync_bn=a.sync_bn,
             per_rank_batch=self.per_rank_batch,
             global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
@@ -426,6 +436,8 @@ class Run:
             loss = self.criterion(out, y)
         if self.scaler:
             self.scaler.scale(loss).backward()
+            if r is not None:
+                r.all_reduce()
             self.scaler.step(self.opt)
             self.scaler.update()
         else:
@@ -480,16 +492,28 @@ class Run:
                 self.lr_loaded[i] = v
         self.graph.replay()
 
+    def _check_unready(self):
+        """Once: say which parameters got no gradient (the bucketed reducer all-reduces their zeros after the
+        backward, as DDP with find_unused_parameters=True; their bucket cannot overlap the backward)."""
+        names = getattr(self.reducer, "unready", None)
+        if names and not self._unready_said:
+            self._unready_said = True
+            self.warn(f"{len(names)} parameter(s) got no gradient in step {self.global_step + 1} "
+                      f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): they are averaged as zeros after "
+                      "the backward, and their bucket does not overlap it")
+
     def step(self, x, y, warm_left):
         """One training step in this run's mode; returns the eager warm-up iterations still to go."""
         if not self.graph_mode:
             self._step_body(x, y)
+            self._check_unready()
             return 0
         if self.graph is not None:
             self._replay(x, y)
             return 0
         if warm_left > 0:
             self._warmup_step(x, y)
+            self._check_unready()
             if warm_left == 1:
                 self.sync_device()
                 self.warmup_iters_s = time.perf_counter() - self._warm_t0

@@ -153,5 +153,5 @@ def connect_hosts(given: Sequence[str]) -> HostsEngine:
     from ddpctl.local.docker_engine import DockerEngine
 
     resolved = dockerhosts.resolve_all(given)
-    return HostsEngine([NamedEngine(h.given, DockerEngine(connect=lambda h=h: dockerhosts.connect(h)), h.address)
+    return HostsEngine([NamedEngine(h.given, DockerEngine(connect=lambda h=h: dockerhosts.connect(h)), h.node_address())
                         for h in resolved])
