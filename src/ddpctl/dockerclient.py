@@ -1,7 +1,7 @@
 """The Docker Engine connection: the client factory and the small image/run helpers every Docker user shares.
 
-Two kinds of code talk to the engine: the local cluster (:class:`ddpctl.local.engine.DockerEngine`, the
-executor's interface) and the image commands (:mod:`ddpctl.images`: builds, the base import, the check), which
+Two kinds of code talk to the engine: the local cluster (:class:`ddpctl.local.docker_engine.DockerEngine`, the
+adapter behind the executor's interface) and the image commands (:mod:`ddpctl.images`: builds, the base import, the check), which
 need docker-py's streaming build/import/pull calls that are no part of the executor's interface. Both get their
 client and these helpers from here, so there is one connection rule (ping, one-line error naming DOCKER_HOST),
 one image lookup and one nvidia-runtime test. ``docker`` is imported lazily, only when the engine is used.
