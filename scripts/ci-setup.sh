@@ -29,6 +29,9 @@ bash "$(dirname "$0")/ci-setup-slurm.sh"
 # ---- the image registry for the workspace-image tests (issue 10)
 bash "$(dirname "$0")/ci-setup-registry.sh"
 
+# ---- OpenSSH's server for the ssh:// Docker-host tests (issue 12)
+bash "$(dirname "$0")/ci-setup-ssh.sh"
+
 engine_up() { docker info >/dev/null 2>&1; }
 
 if engine_up; then

@@ -17,14 +17,18 @@ from torch import nn
 from . import checkpoint as ckpt_mod
 from . import data as data_mod
 from . import preempt, stepmode
+from . import summary as summary_mod
 from . import sync as sync_mod
 from . import threads as threads_mod
 from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
-from .errors import EXIT_CHECKPOINT, EXIT_OK, EXIT_PREEMPTED, EXIT_SYNC, EXIT_USAGE, Preempted, TrainError
+from .errors import EXIT_CHECKPOINT, EXIT_PREEMPTED, EXIT_USAGE, Preempted, TrainError
 from .flatreduce import BucketedAllReduce, FlatAllReduce
 from .metrics import GpuStats, MetricsFile, Progress, device_name
 from .models import build_model, convert_sync_bn
+from .profiler import StepProfiler
+from .steptimer import StepTimer
+from .summary import Outcome
 
 
 class Run:
@@ -522,208 +526,190 @@ class Run:
 
     # ------------------------------------------------------------------------------------- loop
     def train(self):
+        """Epochs of steps from where the run stands to its last step, then the end-of-run evaluation and sync
+        check; writes the summary line (rank 0) and returns the exit code. A stop request leaves by Preempted."""
         a = self.args
-        timed = 0.0
-        seg_start = None
-        timed_steps = 0
-        data_time_timed = 0.0
-        epoch_time = None
-        epochs_done = 0
-        train_loss = train_acc = None
-        sync_res = None
-        test_acc = test_loss = None
-        saved_at = -1
-        warm_left = self.step_plan.warmup_iters if self.graph_mode else 0
+        timer = StepTimer(self.warmup_steps, sync=self.sync_device, gpu=self.gpu)
+        outcome = Outcome()
+        self.saved_at = -1  # the step of this run's last checkpoint
+        self.warm_left = self.step_plan.warmup_iters if self.graph_mode else 0  # graph mode's eager iterations
         self._warm_t0 = time.perf_counter()
         log = _IntervalLog(self.device)
-
-        def pause():
-            nonlocal timed, seg_start
-            if seg_start is not None:
-                self.sync_device()
-                timed += time.perf_counter() - seg_start
-                seg_start = None
-                self.gpu.active = False
-
-        def resume():
-            nonlocal seg_start
-            if self.global_step >= self.warmup_steps and seg_start is None:
-                self.sync_device()
-                seg_start = time.perf_counter()
-                self.gpu.active = True
-
-        def emit(rec):
-            """A log line and a metrics record, written once the GPU has reached that point (no stall)."""
-            st = rec["seconds"] / max(1, rec["steps"])
-            ips = self.global_batch / st if st > 0 else 0.0
-            lval = rec["loss_sum"] / max(1, rec["seen"])
-            info = dict(epoch=rec["epoch"], step=rec["step"], loss=round(lval, 4), lr=rec["lr"],
-                        step_time_s=round(st, 5), data_time_s=round(rec["data"] / max(1, rec["steps"]), 5),
-                        images_per_sec=round(ips, 1), gpu_util=self.gpu.mean_util())
-            if rec["bar"] is not None:
-                rec["bar"].update(rec["step_in_epoch"], f"loss {lval:.3f} {ips:,.0f} img/s", force=rec["last"])
-            if rec["log"]:
-                if rec["bar"] is None:
-                    self.say(f"epoch {rec['epoch'] + 1}/{a.epochs} step {rec['step_in_epoch']}/{self.epoch_steps} "
-                             f"(global {rec['step']}) loss {lval:.4f} step {st * 1000:.1f} ms "
-                             f"data {info['data_time_s'] * 1000:.1f} ms {ips:,.0f} img/s")
-                self.metrics.write("step", **info)
-
+        self.prof = StepProfiler(a.profile_dir, a.profile_steps, self.rank, self.device, self.warmup_steps,
+                                 self.stop_at, self.global_step)
         if self.global_step >= self.stop_at:
             self.say("ddp-train: nothing left to train (already at the last step)")
         stop = self.global_step >= self.stop_at
-        prof = _StepProfiler(a.profile_dir, a.profile_steps, self.rank, self.device, self.warmup_steps,
-                             self.stop_at, self.global_step)
         self.model.train()
         self.control.install()
         self.control.saved()  # the time cadence counts from the start of training
-        resume()
+        timer.resume(self.global_step)
         while not stop and self.epoch < a.epochs:
             epoch = self.epoch
             full_epoch = self.step_in_epoch == 0
             self.sync_device()
             t_epoch = time.perf_counter()
             self.acc.zero_()
-            seen = 0
-            interval_steps, interval_data = 0, 0.0
-            log.start()
-            bar = Progress(self.epoch_steps, f"epoch {epoch + 1}/{a.epochs}") if self.bar else None
-            it = self.loader.epoch(epoch, self.step_in_epoch, self.segment)
-            while True:
-                t_d = time.perf_counter()
-                try:
-                    x, y = next(it)
-                except StopIteration:
-                    break
-                dt = time.perf_counter() - t_d
-                interval_data += dt
-                if seg_start is not None:
-                    data_time_timed += dt
-                prof.before(self.global_step)
-                warm_left = self.step(x, y, warm_left)
-                if prof.after(self.global_step):
-                    pause()
-                    prof.write()
-                    self.say(f"ddp-train: profile of {prof.recorded} steps written to {a.profile_dir}")
-                    resume()
-                self.samples_done += self.global_batch
-                self.sched.step()
-                self.global_step += 1
-                self.step_in_epoch += 1
-                if seg_start is not None:
-                    timed_steps += 1
-                seen += y.shape[0]
-                interval_steps += 1
-                self._debug_hooks(epoch)
-                if self.global_step == self.warmup_steps:
-                    resume()
-                last = self.global_step >= self.stop_at or self.step_in_epoch >= self.epoch_steps
-                is_log = self.step_in_epoch % self.log_interval == 0 or last
-                if bar or is_log:
-                    log.mark(self.acc, dict(epoch=epoch, step=self.global_step, step_in_epoch=self.step_in_epoch,
-                                            lr=self.sched.get_last_lr()[0], steps=interval_steps, data=interval_data,
-                                            seen=seen, bar=bar, log=is_log, last=last))
-                    interval_steps, interval_data = 0, 0.0
-                    for rec in log.ready(wait=bool(bar) or last):
-                        emit(rec)
-                # every rank, every step: agree on a stop request (SIGTERM/SIGUSR1) and the time cadence
-                decision = self.control.poll()
-                if decision.stop:
-                    pause()
-                    self._preempted(decision.stop, saved_at)
-                every = self.interval.steps and self.global_step % self.interval.steps == 0
-                if (every or decision.save) and not last:
-                    pause()
-                    self.save_checkpoint("every" if every else "interval")
-                    saved_at = self.global_step
-                    resume()
-                if a.sync_check_every and self.global_step % a.sync_check_every == 0 and self.distributed \
-                        and self.world > 1 and not last:
-                    pause()
-                    res = self.run_sync_check()
-                    if res["result"] == "fail":
-                        sync_res = res
-                        stop = True
-                        break
-                    resume()
-                if self.global_step >= self.stop_at:
-                    stop = True
-                    break
-            pause()
-            for rec in log.ready(wait=True):
-                emit(rec)
-            if bar:
-                bar.close()
+            seen, stop = self._epoch(epoch, timer, log, outcome)
             completed = self.step_in_epoch >= self.epoch_steps
             ep_time = time.perf_counter() - t_epoch
             if seen:
                 loss_sum, correct = self.acc.tolist()
-                train_loss, train_acc = loss_sum / seen, correct / seen
+                outcome.train_loss, outcome.train_acc = loss_sum / seen, correct / seen
             if completed and full_epoch:
-                epoch_time = ep_time
-            if sync_res is not None:
+                outcome.epoch_time = ep_time
+            if outcome.sync is not None:
                 break
             if completed:
-                epochs_done += 1
-                self.epoch += 1
-                self.step_in_epoch = 0
-                if not a.no_eval:
-                    test_acc, test_loss = self.evaluate()
-                ev = dict(epoch=epoch, epoch_time_s=round(ep_time, 3), train_loss=train_loss, train_acc=train_acc,
-                          test_acc=test_acc, test_loss=test_loss, gpu_util=self.gpu.mean_util(),
-                          gpu_mem_gb=self.gpu.mem_gb())
-                self.metrics.write("epoch", **ev)
-                self.segment, self.epoch_steps = None, self.steps_per_epoch
-                self.say(f"epoch {epoch + 1}/{a.epochs} done in {ep_time:.2f}s: train loss {train_loss:.4f} "
-                         f"acc {train_acc:.4f}" + (f", test acc {test_acc:.4f}" if test_acc is not None else ""))
-            if saved_at != self.global_step and (completed or stop):
+                self._epoch_done(epoch, ep_time, outcome)
+            if self.saved_at != self.global_step and (completed or stop):
                 self.save_checkpoint("epoch" if completed else "stop")
-                saved_at = self.global_step
-            resume()
-        pause()
-        if prof.prof is not None and not prof.recorded:  # the run ended inside the profiled steps
-            prof.end = self.global_step
-            prof.write()
+                self.saved_at = self.global_step
+            timer.resume(self.global_step)
+        timer.pause()
+        if self.prof.prof is not None:  # the run ended inside the profiled steps
+            self.prof.write(self.global_step)
         self.control.drain()
         self.control.uninstall()
-        if test_acc is None and not a.no_eval and sync_res is None:
-            test_acc, test_loss = self.evaluate()
-        if sync_res is None:
-            if a.sync_check == "end" and self.distributed and self.world > 1:
-                sync_res = self.run_sync_check()
-        img_s = (timed_steps * self.global_batch / timed) if timed > 0 and timed_steps else None
-        step_t = timed / timed_steps if timed_steps else None
-        est = epoch_time is None and step_t is not None
-        summary = dict(
-            event="summary", **self.header,
-            epochs_completed=epochs_done, steps=self.global_step, timed_steps=timed_steps,
-            warmup_steps=self.warmup_steps,
-            images_per_sec=_r(img_s, 1), images_per_sec_per_rank=_r(img_s / self.world if img_s else None, 1),
-            step_time_s=_r(step_t, 6), data_time_s=_r(data_time_timed / timed_steps if timed_steps else None, 6),
-            epoch_time_s=_r(epoch_time if epoch_time is not None else (step_t * self.steps_per_epoch if est else None), 3),
-            epoch_time_estimated=est, final_accuracy=_r(test_acc, 4), final_loss=_r(test_loss, 4),
-            train_loss=_r(train_loss, 4), train_accuracy=_r(train_acc, 4),
-            sync_check=sync_res["result"] if sync_res else "skipped",
-            sync_mismatched=sync_res["mismatched"] if sync_res else [],
-            bn_stats_drift=len(sync_res["bn_stats_drift"]) if sync_res else 0,
-            gpu_util=self.gpu.mean_util(), gpu_mem_gb=self.gpu.mem_gb(),
-            startup_s=_r(self.startup_s, 3), warmup_iters_s=_r(self.warmup_iters_s, 3), capture_s=_r(self.capture_s, 3),
+        if outcome.test_acc is None and not a.no_eval and outcome.sync is None:
+            outcome.test_acc, outcome.test_loss = self.evaluate()
+        if outcome.sync is None and a.sync_check == "end" and self.distributed and self.world > 1:
+            outcome.sync = self.run_sync_check()
+        return self._write_summary(timer, outcome)
+
+    def _epoch(self, epoch, timer, log, outcome):
+        """This epoch's steps, from where the run stands to the epoch's end or the run's last step, with its log
+        lines. Returns (samples seen, whether the run stops); a failed sync check stops it (in `outcome.sync`)."""
+        a = self.args
+        seen, stop = 0, False
+        interval_steps, interval_data = 0, 0.0
+        log.start()
+        bar = Progress(self.epoch_steps, f"epoch {epoch + 1}/{a.epochs}") if self.bar else None
+        it = self.loader.epoch(epoch, self.step_in_epoch, self.segment)
+        while True:
+            batch, dt = timer.fetch(it)
+            if batch is None:
+                break
+            x, y = batch
+            interval_data += dt
+            self.prof.before(self.global_step)
+            self.warm_left = self.step(x, y, self.warm_left)
+            self.samples_done += self.global_batch
+            self.sched.step()
+            self.global_step += 1
+            self.step_in_epoch += 1
+            seen += y.shape[0]
+            interval_steps += 1
+            self._debug_hooks(epoch)
+            timer.step_done(self.global_step, dt)
+            if self.prof.due(self.global_step):  # --profile-dir: written off the clock
+                timer.pause()
+                self.prof.write()
+                self.say(f"ddp-train: profile of {self.prof.recorded} steps written to {a.profile_dir}")
+                timer.resume(self.global_step)
+            last = self.global_step >= self.stop_at or self.step_in_epoch >= self.epoch_steps
+            is_log = self.step_in_epoch % self.log_interval == 0 or last
+            if bar or is_log:
+                log.mark(self.acc, dict(epoch=epoch, step=self.global_step, step_in_epoch=self.step_in_epoch,
+                                        lr=self.sched.get_last_lr()[0], steps=interval_steps, data=interval_data,
+                                        seen=seen, bar=bar, log=is_log, last=last))
+                interval_steps, interval_data = 0, 0.0
+                for rec in log.ready(wait=bool(bar) or last):
+                    self._emit(rec)
+            failed = self._between_steps(timer, last)
+            if failed is not None:
+                outcome.sync = failed
+                stop = True
+                break
+            if self.global_step >= self.stop_at:
+                stop = True
+                break
+        timer.pause()
+        for rec in log.ready(wait=True):
+            self._emit(rec)
+        if bar:
+            bar.close()
+        return seen, stop
+
+    def _between_steps(self, timer, last):
+        """Every rank, every step: agree on a stop request (SIGTERM/SIGUSR1) and the time cadence, then save a
+        checkpoint and check the ranks' sync where due, off the clock. Returns a failed sync check's result."""
+        a = self.args
+        decision = self.control.poll()
+        if decision.stop:
+            timer.pause()
+            self._preempted(decision.stop)
+        every = self.interval.steps and self.global_step % self.interval.steps == 0
+        if (every or decision.save) and not last:
+            timer.pause()
+            self.save_checkpoint("every" if every else "interval")
+            self.saved_at = self.global_step
+            timer.resume(self.global_step)
+        if a.sync_check_every and self.global_step % a.sync_check_every == 0 and self.distributed \
+                and self.world > 1 and not last:
+            timer.pause()
+            res = self.run_sync_check()
+            if res["result"] == "fail":
+                return res
+            timer.resume(self.global_step)
+        return None
+
+    def _epoch_done(self, epoch, ep_time, outcome):
+        """The epoch ran to its end: evaluate (unless --no-eval), then its metrics record and line."""
+        a = self.args
+        outcome.epochs_completed += 1
+        self.epoch += 1
+        self.step_in_epoch = 0
+        if not a.no_eval:
+            outcome.test_acc, outcome.test_loss = self.evaluate()
+        o = outcome
+        ev = dict(epoch=epoch, epoch_time_s=round(ep_time, 3), train_loss=o.train_loss, train_acc=o.train_acc,
+                  test_acc=o.test_acc, test_loss=o.test_loss, gpu_util=self.gpu.mean_util(),
+                  gpu_mem_gb=self.gpu.mem_gb())
+        self.metrics.write("epoch", **ev)
+        self.segment, self.epoch_steps = None, self.steps_per_epoch
+        self.say(f"epoch {epoch + 1}/{a.epochs} done in {ep_time:.2f}s: train loss {o.train_loss:.4f} "
+                 f"acc {o.train_acc:.4f}" + (f", test acc {o.test_acc:.4f}" if o.test_acc is not None else ""))
+
+    def _emit(self, rec):
+        """A log line and a metrics record, written once the GPU has reached that point (no stall)."""
+        a = self.args
+        st = rec["seconds"] / max(1, rec["steps"])
+        ips = self.global_batch / st if st > 0 else 0.0
+        lval = rec["loss_sum"] / max(1, rec["seen"])
+        info = dict(epoch=rec["epoch"], step=rec["step"], loss=round(lval, 4), lr=rec["lr"],
+                    step_time_s=round(st, 5), data_time_s=round(rec["data"] / max(1, rec["steps"]), 5),
+                    images_per_sec=round(ips, 1), gpu_util=self.gpu.mean_util())
+        if rec["bar"] is not None:
+            rec["bar"].update(rec["step_in_epoch"], f"loss {lval:.3f} {ips:,.0f} img/s", force=rec["last"])
+        if rec["log"]:
+            if rec["bar"] is None:
+                self.say(f"epoch {rec['epoch'] + 1}/{a.epochs} step {rec['step_in_epoch']}/{self.epoch_steps} "
+                         f"(global {rec['step']}) loss {lval:.4f} step {st * 1000:.1f} ms "
+                         f"data {info['data_time_s'] * 1000:.1f} ms {ips:,.0f} img/s")
+            self.metrics.write("step", **info)
+
+    def _write_summary(self, timer, outcome):
+        """The summary line on rank 0's stdout (and in its metrics file); returns the run's exit code."""
+        a = self.args
+        summary = summary_mod.build(
+            self.header, timer, outcome, steps=self.global_step, gpu_util=self.gpu.mean_util(),
+            gpu_mem_gb=self.gpu.mem_gb(), startup_s=self.startup_s, warmup_iters_s=self.warmup_iters_s,
+            capture_s=self.capture_s,
             checkpoint=(ckpt_mod.list_checkpoints(a.output_dir) or [None])[-1] if a.output_dir else None,
             resumed_from=self.resumed_from, wall_time_s=round(time.monotonic() - self.t0, 3))
-        code = EXIT_SYNC if summary["sync_check"] == "fail" else EXIT_OK
-        summary["exit_code"] = code
         if self.is0:
             self.metrics.write("summary", **{k: v for k, v in summary.items() if k != "event"})
             self.metrics.close()
             sys.stdout.write(json.dumps(summary) + "\n")
             sys.stdout.flush()
-        return code
+        return summary["exit_code"]
 
-    def _preempted(self, signame, saved_at):
+    def _preempted(self, signame):
         """All ranks agreed to stop at this step: save here (once) and leave with the retryable code."""
         path = None
         if self.args.output_dir:
-            path = self.save_checkpoint("preempt") if saved_at != self.global_step else \
+            path = self.save_checkpoint("preempt") if self.saved_at != self.global_step else \
                 ckpt_mod.list_checkpoints(self.args.output_dir)[-1] if self.is0 else None
         if self.is0:
             self.metrics.write("preempted", signal=signame, step=self.global_step, checkpoint=path)
@@ -767,49 +753,6 @@ class Run:
                 self.sync_device()
                 return
             dist.destroy_process_group()
-
-
-class _StepProfiler:
-    """``--profile-dir``: torch.profiler over ``steps`` training steps of the timed window (from the 5th timed
-    step, or as late as the run allows), on every rank; Chrome trace (gzipped) and a kernel table per rank."""
-
-    def __init__(self, out_dir, steps, rank, device, warmup_steps, stop_at, first_step):
-        self.out_dir, self.rank, self.device = out_dir, rank, device
-        self.start = max(first_step, min(warmup_steps + 5, stop_at - steps))
-        self.end = min(stop_at, self.start + steps)
-        self.prof = None
-        self.recorded = 0
-
-    def before(self, step):
-        if self.out_dir and self.prof is None and step == self.start:
-            from torch.profiler import ProfilerActivity, profile
-
-            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
-            self.prof = profile(activities=acts)
-            self.prof.__enter__()
-
-    def after(self, step):
-        """True when the last profiled step is done (the caller pauses the clock and calls write())."""
-        return self.prof is not None and step + 1 >= self.end and not self.recorded
-
-    def write(self):
-        import gzip
-        import shutil
-
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.prof.__exit__(None, None, None)
-        self.recorded = self.end - self.start
-        os.makedirs(self.out_dir, exist_ok=True)
-        raw = os.path.join(self.out_dir, f"trace-rank{self.rank}.json")
-        self.prof.export_chrome_trace(raw)
-        with open(raw, "rb") as src, gzip.open(raw + ".gz", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.remove(raw)
-        sort = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
-        with open(os.path.join(self.out_dir, f"kernels-rank{self.rank}.txt"), "w") as f:
-            f.write(f"{self.recorded} steps (global steps {self.start + 1}-{self.end})\n")
-            f.write(self.prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
 
 
 class _IntervalLog:
@@ -858,10 +801,6 @@ class _IntervalLog:
             self.pending.pop(0)
             out.append(dict(rec, seconds=seconds, loss_sum=float(host[0])))
         return out
-
-
-def _r(v, nd):
-    return None if v is None else round(float(v), nd)
 
 
 def _to_tuple(x):

@@ -1,7 +1,7 @@
 """The Docker Engine connection: the client factory and the small image/run helpers every Docker user shares.
 
-Two kinds of code talk to the engine: the local cluster (:class:`ddpctl.local.engine.DockerEngine`, the
-executor's interface) and the image commands (:mod:`ddpctl.images`: builds, the base import, the check), which
+Two kinds of code talk to the engine: the local cluster (:class:`ddpctl.local.docker_engine.DockerEngine`, the
+adapter behind the executor's interface) and the image commands (:mod:`ddpctl.images`: builds, the base import, the check), which
 need docker-py's streaming build/import/pull calls that are no part of the executor's interface. Both get their
 client and these helpers from here, so there is one connection rule (ping, one-line error naming DOCKER_HOST),
 one image lookup and one nvidia-runtime test. ``docker`` is imported lazily, only when the engine is used.
@@ -18,17 +18,22 @@ from ddpctl.launch import LABEL_MANAGED_BY, MANAGED_BY
 def docker_client():
     """A docker-py client that has answered a ping, or an EngineError naming DOCKER_HOST."""
     try:
-        import docker
+        import docker  # noqa: F401
     except ImportError:  # pragma: no cover - a declared dependency
         raise EngineError("the Docker SDK for Python is not installed", "pip install docker") from None
+    from ddpctl.dockerconnect import env_client_kwargs, explain, new_client, ssh_check
+
     where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    kw = env_client_kwargs()  # EngineError naming missing TLS files
     try:
-        client = docker.from_env(timeout=600)
+        client = new_client(timeout=600, **kw)
         client.ping()
     except Exception as exc:  # DockerException, requests ConnectionError, FileNotFoundError ...
-        reason = str(exc).split("\n")[0][:160]
+        if where.startswith("ssh://"):
+            ssh_check(where)  # the connection's ssh is quiet: ask ssh once more, for its reason
+        reason, fix = explain(exc, kw)
         raise EngineError(f"cannot reach the Docker Engine at {where} ({reason})",
-                          "start dockerd (scripts/ci-setup.sh does) or point DOCKER_HOST at a running one") from None
+                          fix or "start dockerd (scripts/ci-setup.sh does) or point DOCKER_HOST at a running one") from None
     return client
 
 

@@ -181,7 +181,7 @@ def test_creation_is_all_or_nothing(engine, cpu_image, job_name, tmp_path):
     """The real engine, with one fault injected: the second container's create fails."""
     from ddpctl.errors import EngineError
     from ddpctl.local import executor
-    from ddpctl.local.engine import DockerEngine
+    from ddpctl.local.docker_engine import DockerEngine
     from ddpctl.local.plan import plan_local
     from ddpctl.spec import spec_from_dict
 

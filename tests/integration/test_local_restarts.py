@@ -31,10 +31,14 @@ while True:
 
 EVERY = 4  # checkpoint interval (steps) of the chaos run
 STEPS = 64  # 4096 samples, 2 ranks x 32 per step
+# 0.1 s a step: the step lines reach the test through docker logs and `up`, seconds late on a loaded 2-core
+# machine; at full speed (about 30 ms a step) the job could end before a kill aimed at a step it has shown
 TRAIN = ["ddp-train", "--deterministic", "--seed", "11", "--train-size", "4096", "--epochs", "1", "--no-eval",
-         "--log-interval", "1", "--checkpoint-every", str(EVERY), "--output-dir", "/checkpoints"]
+         "--log-interval", "1", "--checkpoint-every", str(EVERY), "--output-dir", "/checkpoints",
+         "--debug-step-sleep", "0.1"]
 STEP_LINE = re.compile(r"^node-0 rank-0 \| epoch \d+/\d+ step \d+/\d+ \(global (\d+)\)")
 RESUMED = re.compile(r"ddp-train: resumed from /checkpoints/ckpt-(\d+)\.pt")
+FRESH = "ddp-train: no checkpoint to resume from; starting fresh"  # a kill before the first checkpoint
 
 # sha256 of the model tensors (names and bytes, in name order) and of the whole file, for each checkpoint given
 HASHES = """
@@ -128,12 +132,17 @@ def test_chaos_three_random_kills_end_bit_identical_to_an_uninterrupted_run(engi
                 step = int(STEP_LINE.match(line).group(1))
             node = rng.randrange(2)
             t_kill = time.monotonic()
-            engine.containers.get(f"{job_name}-node-{node}").kill()
+            victim = engine.containers.get(f"{job_name}-node-{node}")
+            victim.kill()
+            victim.reload()
+            assert victim.attrs["State"]["ExitCode"] != 0 or victim.attrs["State"]["Running"], (
+                f"kill {k + 1} came after node {node} had finished (log lines {step} steps in, seed {seed}): "
+                "the step lines lag the job by more than its remaining steps")
             said = f"restart {k + 1}/3: "
             _, line = run.wait_for(lambda n, s, said=said: n == "err" and s.startswith(said))
             assert line.startswith(f"{said}node {node} "), line  # the root cause is the killed node
-            _, line = run.wait_for(lambda n, s: bool(RESUMED.search(s)))
-            resumed = int(RESUMED.search(line).group(1))
+            _, line = run.wait_for(lambda n, s: bool(RESUMED.search(s)) or FRESH in s)
+            resumed = int(RESUMED.search(line).group(1)) if RESUMED.search(line) else 0
             t_step, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)))
             assert int(STEP_LINE.match(line).group(1)) == resumed + 1
             # steps shown before the kill that are done again (negative: the kill came after a checkpoint whose

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
 
 import pytest
-from itest_helpers import ddpctl
+from itest_helpers import DDPCTL, ddpctl
 from twohost import TwoHosts
 
 TRAIN = ["ddp-train", "--max-steps", "5"]
@@ -35,6 +36,8 @@ def two_hosts(engine, cpu_image):
         problem = "no dockerd binary"
     elif not (shutil.which("ip") and shutil.which("nsenter")):
         problem = "no 'ip' (iproute2) or 'nsenter' (util-linux)"
+    elif not shutil.which("openssl"):
+        problem = "no 'openssl' (the daemons' TLS certificates are made with it)"
     if problem:
         (pytest.fail if _required() else pytest.skip)(f"no two-host fixture: {problem}")
     had_docker0 = os.path.exists("/sys/class/net/docker0")
@@ -223,3 +226,215 @@ def test_start_failure_on_the_second_host_removes_the_first_hosts_node(two_hosts
     finally:
         for h in two_hosts.hosts:
             h.docker("rmi", tag, check=False)
+
+
+# ------------------------------------------------------------------ tcp:// with TLS, ssh:// (remoteaccess.py)
+# The daemons' tcp:// and ssh:// addresses exist only inside the namespaces: ddpctl runs on host a's network
+# (two_hosts.client), as a user would on a machine of that LAN; host b is across the veth link.
+
+# The environment's CA bundle is set on purpose: requests lets it replace docker-py's TLS CA unless ddpctl
+# keeps its own (docker/docker-py#2433), and pip or a company proxy often sets it.
+CA_BUNDLE = {"REQUESTS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+             "CURL_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"}
+
+
+def _remote(two_hosts, *args: str, timeout: float = 400, **extra: str) -> subprocess.CompletedProcess:
+    """``ddpctl ARGS`` on host a's network, with no default engine and no TLS settings unless given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_") and k != "DDPCTL_DOCKER_HOSTS"}
+    env.update({"NO_COLOR": "1", "DOCKER_HOST": "unix:///nonexistent/ddpctl-test-no-default-engine.sock", **extra})
+    return two_hosts.client(DDPCTL, *args, env=env, timeout=timeout)
+
+
+def _tls(two_hosts, cert_path=None) -> dict[str, str]:
+    return {"DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": str(cert_path or two_hosts.pki.certs), **CA_BUNDLE}
+
+
+def _ssh(two_hosts) -> dict[str, str]:
+    if two_hosts.ssh is None:
+        (pytest.fail if _required() else pytest.skip)("no sshd: run scripts/ci-setup-ssh.sh")
+    return two_hosts.ssh.env()
+
+
+def _assert_ran_and_passed(up, job: str) -> None:
+    assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
+    assert f"job {job}: 2 node(s) on 2 Docker host(s), world size 4" in up.stderr, up.stderr
+    summaries = _summaries(up.stdout)
+    assert summaries and summaries[-1]["sync_check"] == "pass" and summaries[-1]["world_size"] == 4, up.stdout[-2000:]
+    assert "node-1 rank-2 | " in up.stdout and "node-1 rank-3 | " in up.stdout
+
+
+def _ps_rows(ps) -> list[tuple[str, str]]:
+    assert ps.returncode == 0, ps.stderr
+    return [(r[2], r[-1]) for r in (line.split() for line in ps.stdout.splitlines()[1:])]
+
+
+@pytest.fixture(scope="module")
+def tls_contexts(two_hosts, tmp_path_factory):
+    """DOCKER_CONFIG with contexts mh-tls-a / mh-tls-b made by the docker CLI (host=tcp://...,ca=,cert=,key=)."""
+    config = tmp_path_factory.mktemp("docker-config")
+    certs = two_hosts.pki.certs
+    for h in two_hosts.hosts:
+        subprocess.run(["docker", "context", "create", f"mh-tls-{h.name}", "--docker",
+                        f"host={h.tcp_url},ca={certs}/ca.pem,cert={certs}/cert.pem,key={certs}/key.pem"],
+                       check=True, capture_output=True, env={**os.environ, "DOCKER_CONFIG": str(config)})
+    return str(config)
+
+
+def test_up_over_tcp_with_tls_then_ps_logs_down(two_hosts, cpu_image, job):
+    """DOCKER_TLS_VERIFY / DOCKER_CERT_PATH as for the docker CLI; no --hosts: the addresses come from the URLs."""
+    a, b = two_hosts.hosts
+    urls = f"{a.tcp_url},{b.tcp_url}"
+    tls = _tls(two_hosts)
+    up = _remote(two_hosts, "up", "--name", job, "--nodes", "2", "--nproc-per-node", "2", "--docker-hosts", urls,
+                 "--image", cpu_image, "--", *TRAIN, **tls)
+    _assert_ran_and_passed(up, job)
+    assert a.labelled(job) == [f"{job}-node-0"] and b.labelled(job) == [f"{job}-node-1"]
+    args = json.loads(b.docker("inspect", f"{job}-node-1").stdout)[0]["Args"]
+    assert args[args.index("--master-addr") + 1] == a.addr, args
+    ps = _remote(two_hosts, "ps", job, **tls, DDPCTL_DOCKER_HOSTS=urls)
+    assert _ps_rows(ps) == [(f"{job}-node-0", a.tcp_url), (f"{job}-node-1", b.tcp_url)], ps.stdout
+    logs = _remote(two_hosts, "logs", job, "--docker-hosts", urls, **tls)
+    assert logs.returncode == 0 and "node-1 rank-3 | " in logs.stdout, logs.stderr
+    down = _remote(two_hosts, "down", job, "--docker-hosts", urls, **tls)
+    assert down.returncode == 0 and f"job {job}: removed 2 container(s)" in down.stderr, down.stderr
+    assert a.labelled(job) == [] and b.labelled(job) == []
+
+
+def test_up_through_tls_docker_contexts(two_hosts, cpu_image, job, tls_contexts):
+    """Contexts carry their own TLS material: no DOCKER_TLS_VERIFY / DOCKER_CERT_PATH in the environment."""
+    a, b = two_hosts.hosts
+    ctx = {"DOCKER_CONFIG": tls_contexts, **CA_BUNDLE}
+    up = _remote(two_hosts, "up", "--name", job, "--nodes", "2", "--nproc-per-node", "2", "--docker-hosts",
+                 "mh-tls-a,mh-tls-b", "--image", cpu_image, "--", *TRAIN, **ctx)
+    _assert_ran_and_passed(up, job)
+    ps = _remote(two_hosts, "ps", job, "--docker-hosts", "mh-tls-a,mh-tls-b", **ctx)
+    assert _ps_rows(ps) == [(f"{job}-node-0", "mh-tls-a"), (f"{job}-node-1", "mh-tls-b")], ps.stdout
+    down = _remote(two_hosts, "down", job, "--docker-hosts", "mh-tls-a,mh-tls-b", **ctx)
+    assert down.returncode == 0 and f"job {job}: removed 2 container(s)" in down.stderr, down.stderr
+    assert a.labelled(job) == [] and b.labelled(job) == []
+
+
+@pytest.mark.parametrize("case", ["no-certs", "no-tls-settings", "wrong-ca", "client-cert-of-another-ca"])
+def test_bad_tls_is_one_line_and_leaves_nothing(two_hosts, cpu_image, job, tls_contexts, tmp_path, case):
+    """Host a is a good context, host b a tcp:// URL whose TLS settings (the environment's) are wrong."""
+    a, b = two_hosts.hosts
+    pki = two_hosts.pki
+    mixed = tmp_path / "mixed"  # the right CA, but a client certificate the daemons do not trust
+    mixed.mkdir()
+    shutil.copy(pki.certs / "ca.pem", mixed / "ca.pem")
+    for name in ("cert.pem", "key.pem"):
+        shutil.copy(pki.wrong_ca / name, mixed / name)
+    env, message = {
+        "no-certs": (_tls(two_hosts, pki.empty), f"DOCKER_CERT_PATH={pki.empty} has no ca.pem, cert.pem, key.pem"),
+        "no-tls-settings": (CA_BUNDLE, "(it speaks TLS and this client does not); set DOCKER_TLS_VERIFY=1"),
+        "wrong-ca": (_tls(two_hosts, pki.wrong_ca), f"not signed by the CA in {pki.wrong_ca}/ca.pem"),
+        "client-cert-of-another-ca": (_tls(two_hosts, mixed), f"the daemon refused the client certificate {mixed}/cert.pem"),
+    }[case]
+    proc = _remote(two_hosts, "up", "--name", job, "--nodes", "2", "--docker-hosts", f"mh-tls-a,{b.tcp_url}",
+                   "--image", cpu_image, "--", *TRAIN, DOCKER_CONFIG=tls_contexts, **env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach Docker host {b.tcp_url}"), proc.stderr
+    assert message in lines[0], lines[0]
+    assert a.labelled(job) == [] and b.labelled(job) == []
+
+
+def test_single_engine_over_tls_and_ssh_from_docker_host(two_hosts, cpu_image):
+    """DOCKER_HOST alone (no --docker-hosts): the same TLS rules, and ssh:// without paramiko."""
+    a, b = two_hosts.hosts
+    marker = f"mh-single-{uuid.uuid4().hex[:6]}"
+    b.docker("create", "--name", marker, "--label", "app.kubernetes.io/managed-by=ddpctl", "--label",
+             f"ddpctl.job={marker}", cpu_image, "true")
+    try:
+        over_tls = _remote(two_hosts, "ps", marker, **_tls(two_hosts), DOCKER_HOST=b.tcp_url)
+        assert over_tls.returncode == 0 and marker in over_tls.stdout, over_tls.stderr
+        over_ssh = _remote(two_hosts, "ps", marker, **_ssh(two_hosts), DOCKER_HOST=b.ssh_url)
+        assert over_ssh.returncode == 0 and marker in over_ssh.stdout, over_ssh.stderr
+        refused = _remote(two_hosts, "ps", **_ssh(two_hosts), DOCKER_HOST=f"ssh://root@{b.addr}:2200")
+        assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "port 2200: Connection refused" in refused.stderr, refused.stderr
+    finally:
+        b.docker("rm", "-f", marker, check=False)
+
+
+def _dial_stdio_sessions(two_hosts) -> list[str]:
+    """The ssh clients and remote ``docker system dial-stdio`` processes of the test's hosts still running."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()
+            if "dial-stdio" in line and ("ssh" in line or str(two_hosts.root) in line or "docker system" in line)]
+
+
+def test_up_over_ssh_then_ps_down(two_hosts, cpu_image, job, tmp_path):
+    """Host a through a ~/.ssh/config alias no host can resolve (the node address must be its HostName), host b
+    through a URL with a port; ``ps`` also through ssh docker contexts. No paramiko: ddpctl runs this
+    machine's ssh."""
+    from remoteaccess import ALIAS_A
+
+    a, b = two_hosts.hosts
+    hosts = f"ssh://root@{ALIAS_A},{b.ssh_url}"
+    ssh = _ssh(two_hosts)
+    up = _remote(two_hosts, "up", "--name", job, "--nodes", "2", "--nproc-per-node", "2", "--docker-hosts", hosts,
+                 "--image", cpu_image, "--", *TRAIN, **ssh)
+    _assert_ran_and_passed(up, job)
+    args = json.loads(b.docker("inspect", f"{job}-node-1").stdout)[0]["Args"]
+    assert args[args.index("--master-addr") + 1] == a.addr, args  # not the alias
+    ps = _remote(two_hosts, "ps", job, **ssh, DDPCTL_DOCKER_HOSTS=hosts)
+    assert _ps_rows(ps) == [(f"{job}-node-0", f"ssh://root@{ALIAS_A}"), (f"{job}-node-1", b.ssh_url)], ps.stdout
+    config = tmp_path / "docker-config"
+    for name, url in (("mh-ssh-a", a.ssh_url), ("mh-ssh-b", b.ssh_url)):
+        subprocess.run(["docker", "context", "create", name, "--docker", f"host={url}"], check=True,
+                       capture_output=True, env={**os.environ, "DOCKER_CONFIG": str(config)})
+    by_context = _remote(two_hosts, "ps", job, "--docker-hosts", "mh-ssh-a,mh-ssh-b", **ssh, DOCKER_CONFIG=str(config))
+    assert _ps_rows(by_context) == [(f"{job}-node-0", "mh-ssh-a"), (f"{job}-node-1", "mh-ssh-b")], by_context.stdout
+    down = _remote(two_hosts, "down", job, **ssh, DDPCTL_DOCKER_HOSTS=hosts)
+    assert down.returncode == 0 and f"job {job}: removed 2 container(s)" in down.stderr, down.stderr
+    assert a.labelled(job) == [] and b.labelled(job) == []
+    end = time.monotonic() + 10  # every ssh connection ended with ddpctl (no client or remote session left)
+    while _dial_stdio_sessions(two_hosts) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert _dial_stdio_sessions(two_hosts) == []
+
+
+def test_ctrl_c_over_ssh_removes_the_job_from_both_hosts(two_hosts, cpu_image, job):
+    """Ctrl-C at a terminal signals ddpctl's whole process group: the ssh connections, in sessions of their own,
+    survive it, so ddpctl can still stop and remove the job on both hosts."""
+    a, b = two_hosts.hosts
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
+    env.update(NO_COLOR="1", DOCKER_HOST="unix:///nonexistent.sock", **_ssh(two_hosts))
+    up = subprocess.Popen(["nsenter", f"--net=/run/netns/{a.netns}", DDPCTL, "up", "--name", job, "--nodes", "2",
+                           "--docker-hosts", f"{a.ssh_url},{b.ssh_url}", "--image", cpu_image, "--", "sleep", "300"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        end = time.monotonic() + 120
+        while not all(h.docker("ps", "-q", "--filter", f"label=ddpctl.job={job}", "--filter", "status=running",
+                               check=False).stdout.strip() for h in two_hosts.hosts):
+            assert up.poll() is None and time.monotonic() < end, up.stderr.read() if up.poll() is not None else "slow"
+            time.sleep(0.5)
+        os.killpg(up.pid, signal.SIGINT)  # what the terminal does
+        _, err = up.communicate(timeout=120)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    assert up.returncode == 130, err
+    assert "stopped and removed" in err, err
+    assert a.labelled(job) == [] and b.labelled(job) == []
+
+
+@pytest.mark.parametrize("case", ["refused", "unknown-host-key"])
+def test_unreachable_ssh_host_is_one_line_and_leaves_nothing(two_hosts, cpu_image, job, case):
+    from remoteaccess import ALIAS_B_UNKNOWN_KEY
+
+    a, b = two_hosts.hosts
+    second, reason, fix = {
+        "refused": (f"ssh://root@{b.addr}:2200", "Connection refused", f"make 'ssh -p 2200 root@{b.addr} docker version' work"),
+        "unknown-host-key": (f"ssh://root@{ALIAS_B_UNKNOWN_KEY}", "Host key verification failed",
+                             f"make 'ssh root@{ALIAS_B_UNKNOWN_KEY} docker version' work"),
+    }[case]
+    proc = _remote(two_hosts, "up", "--name", job, "--nodes", "2", "--docker-hosts", f"{a.ssh_url},{second}",
+                   "--image", cpu_image, "--", *TRAIN, **_ssh(two_hosts))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach Docker host {second} (ssh: "), proc.stderr
+    assert reason in lines[0] and fix in lines[0], lines[0]
+    assert a.labelled(job) == [] and b.labelled(job) == []

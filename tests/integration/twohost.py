@@ -20,6 +20,12 @@ own namespace) drives both daemons, as ``ddpctl up --docker-hosts`` would drive 
 :meth:`TwoHosts.load_image` streams one ``docker save`` from the shared engine into both daemons at once.
 :meth:`TwoHosts.stop` removes every container, stops both daemons, unmounts their data roots and deletes
 the namespaces (the veth pair goes with them) and the directory.
+
+Remote access (remoteaccess.py): each daemon also listens on ``tcp://ADDR:2376`` with ``--tlsverify``
+(certificates made by ``openssl`` under the directory), and an ``sshd`` runs in each namespace (host a on port
+22, host b on 2222) whose sessions reach that host's daemon. Those addresses exist only inside the
+namespaces, so a client that uses them runs in host a's network namespace (:meth:`TwoHosts.client`): "this
+machine" is then host a, a machine of the LAN, as a user's would be; host b is across the veth link.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from remoteaccess import PKI, SSH, SSH_PORTS, TLS_PORT, sshd_binary
 
 ADDRESSES = ("10.216.0.1", "10.216.0.2")
 PREFIX = 24
@@ -53,6 +61,7 @@ class Host:
     proc: subprocess.Popen | None = None
     mounted: bool = False
     log: object = field(default=None, repr=False)
+    sshd: subprocess.Popen | None = None
 
     @property
     def hostname(self) -> str:
@@ -65,6 +74,16 @@ class Host:
     @property
     def url(self) -> str:
         return f"unix://{self.socket}"
+
+    @property
+    def tcp_url(self) -> str:
+        """The daemon over TCP with TLS (reachable from the namespaces only)."""
+        return f"tcp://{self.addr}:{TLS_PORT}"
+
+    @property
+    def ssh_url(self) -> str:
+        port = SSH_PORTS[self.name]
+        return f"ssh://root@{self.addr}" + ("" if port == 22 else f":{port}")
 
     def docker(self, *args: str, check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
@@ -97,6 +116,9 @@ class TwoHosts:
         self.hosts = [Host(n, f"ddmh-{tag}-{n}", addr, self.root / n) for n, addr in zip("ab", ADDRESSES, strict=True)]
         self.veth = (f"dm{tag}a", f"dm{tag}b")  # <= 15 characters
         self.namespaces: list[str] = []
+        self.pki: PKI | None = None
+        self.ssh: SSH | None = None
+        self._made_privsep = False
 
     @property
     def urls(self) -> list[str]:
@@ -109,6 +131,8 @@ class TwoHosts:
     # ------------------------------------------------------------------------------------------ start
 
     def start(self, timeout: float = 90) -> None:
+        self.pki = PKI(self.root / "pki", {h.name: h.addr for h in self.hosts})
+        self.ssh = SSH(self.root / "ssh", {h.name: (h.addr, h.url) for h in self.hosts}) if sshd_binary() else None
         for h in self.hosts:
             _run("ip", "netns", "add", h.netns)
             self.namespaces.append(h.netns)
@@ -131,6 +155,34 @@ class TwoHosts:
                 if time.monotonic() > end:
                     raise RuntimeError(f"dockerd {h.name} did not answer within {timeout:.0f} s:\n{h.log_tail()}")
                 time.sleep(0.5)
+        if self.ssh:
+            self._start_sshds(end)
+
+    def _start_sshds(self, end: float) -> None:
+        # sshd insists on its privilege-separation directory (the package's service makes it when it starts)
+        if not os.path.isdir("/run/sshd"):
+            os.makedirs("/run/sshd", mode=0o755)
+            self._made_privsep = True
+        for h in self.hosts:
+            log = (h.root / "sshd.log").open("w")
+            h.sshd = subprocess.Popen(["nsenter", f"--net=/run/netns/{h.netns}", sshd_binary(), "-D", "-e", "-f",
+                                       str(self.ssh.configs[h.name])], stdout=log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+            log.close()
+        for h in self.hosts:
+            while True:
+                probe = f"import socket; socket.create_connection(('{h.addr}', {SSH_PORTS[h.name]}), 1).close()"
+                if self.client("python3", "-c", probe).returncode == 0:
+                    break
+                if h.sshd.poll() is not None or time.monotonic() > end:
+                    log = (h.root / "sshd.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"sshd {h.name} did not listen on {h.addr}:{SSH_PORTS[h.name]}:\n{log}")
+                time.sleep(0.2)
+
+    def client(self, *argv: str, env: dict[str, str] | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+        """Run ``argv`` as a client on host a's network (the only place the tcp:// and ssh:// addresses exist)."""
+        return subprocess.run(["nsenter", f"--net=/run/netns/{self.hosts[0].netns}", *argv], capture_output=True,
+                              text=True, env=env, timeout=timeout)
 
     def _start_daemon(self, h: Host) -> None:
         h.root.mkdir()
@@ -154,7 +206,7 @@ class TwoHosts:
                 "sh", "-c", setup, "sh", h.hostname, str(hosts), str(resolv),
                 dockerd, "--data-root", str(data), "--exec-root", str(h.root / "exec"),
                 "-H", h.url, "--pidfile", str(h.root / "docker.pid"), "--bridge=none", "--iptables=false",
-                "--ip-masq=false", "--ip6tables=false"]
+                "--ip-masq=false", "--ip6tables=false", *self.pki.dockerd_args(h.name, h.addr)]
         env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
         env["PATH"] = f"{env.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"
         h.log = (h.root / "dockerd.log").open("w")
@@ -190,6 +242,21 @@ class TwoHosts:
     # ------------------------------------------------------------------------------------------- stop
 
     def stop(self, timeout: float = 60) -> None:
+        for h in self.hosts:
+            if h.sshd and h.sshd.poll() is None:  # the listener and its sessions (its process group)
+                try:
+                    os.killpg(h.sshd.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for h in self.hosts:
+            if h.sshd:
+                try:
+                    h.sshd.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    h.sshd.kill()
+                    h.sshd.wait(timeout=10)
+        if self._made_privsep:
+            shutil.rmtree("/run/sshd", ignore_errors=True)
         for h in self.hosts:
             if h.proc and h.proc.poll() is None:
                 ids = h.docker("ps", "-aq", check=False, timeout=30).stdout.split()

@@ -85,7 +85,7 @@ def test_tcp_tls_from_the_environment(tmp_path):
     assert tls.verify is True and tls.ca_cert == str(tmp_path / "ca.pem") and tls.cert == (str(tmp_path / "cert.pem"),
                                                                       str(tmp_path / "key.pem"))
     assert "tls" not in dh.client_kwargs(dh.resolve("tcp://10.0.0.5:2375"), environ={})
-    assert dh.client_kwargs(dh.resolve("ssh://me@h"), environ={})["use_ssh_client"] is True
+    assert dh.client_kwargs(dh.resolve("ssh://me@h"), environ={}) == {"base_url": "ssh://me@h"}
 
 
 def test_spec_rules():

@@ -34,7 +34,7 @@ def engine_for(flag: str | None):
         from ddpctl.local.hostsengine import connect_hosts
 
         return connect_hosts(hosts)
-    from ddpctl.local.engine import DockerEngine
+    from ddpctl.local.docker_engine import DockerEngine
 
     return DockerEngine()
 
@@ -53,7 +53,7 @@ def up_spec(kw: dict):
 def place(spec):
     """(spec, engine) for ``up``: with docker_hosts, a HostsEngine and the spec with ``hosts`` filled in from the
     hosts' URLs when the spec gives none (node 0's address is the master); else (spec, DockerEngine())."""
-    from ddpctl.local.engine import DockerEngine
+    from ddpctl.local.docker_engine import DockerEngine
 
     if not spec.docker_hosts:
         return spec, DockerEngine()

@@ -24,9 +24,9 @@ def _run(argv: list[str], timeout: float = 20) -> tuple[int, str, str]:
 
 def _docker() -> dict:
     try:
-        import docker
+        from ddpctl.dockerconnect import env_client_kwargs, new_client
 
-        client = docker.from_env(timeout=10)
+        client = new_client(timeout=10, **env_client_kwargs())  # TLS and ssh:// as for every other command
         return {"version": client.version(), "info": client.info()}
     except Exception as exc:  # noqa: BLE001  (any failure means: no usable engine)
         text = str(exc).strip().splitlines()
@@ -35,9 +35,9 @@ def _docker() -> dict:
 
 def _image_labels(ref: str) -> dict | None:
     try:
-        import docker
+        from ddpctl.dockerconnect import env_client_kwargs, new_client
 
-        return docker.from_env(timeout=10).images.get(ref).labels or {}
+        return new_client(timeout=10, **env_client_kwargs()).images.get(ref).labels or {}
     except Exception:  # noqa: BLE001
         return None
 

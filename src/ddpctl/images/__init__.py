@@ -10,7 +10,7 @@ Three commands, each split into a pure planning step (:mod:`~ddpctl.images.plans
   and the GPUs it sees, and compare the host driver against the minimum the image's CUDA needs.
 
 The engine connection is :mod:`ddpctl.dockerclient` (shared with the local cluster's
-:class:`~ddpctl.local.engine.DockerEngine`); the host's nvidia-smi is read by :mod:`ddpctl.host`. The
+:class:`~ddpctl.local.docker_engine.DockerEngine`); the host's nvidia-smi is read by :mod:`ddpctl.host`. The
 ``docker`` package is imported lazily, only in functions that talk to the engine.
 """
 

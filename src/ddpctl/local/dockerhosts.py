@@ -49,6 +49,15 @@ class DockerHost:
             return None
         return urlsplit(self.url).hostname
 
+    def node_address(self) -> str | None:
+        """The address the other nodes reach this host's node at: the URL's host, for ssh:// the ``HostName``
+        ssh resolves it to (an alias in ~/.ssh/config is no name the other hosts know)."""
+        if self.scheme == "ssh":
+            from ddpctl.dockerconnect import ssh_hostname
+
+            return ssh_hostname(self.url) or self.address
+        return self.address
+
     @property
     def is_local(self) -> bool:
         return self.scheme == "unix"
@@ -136,27 +145,31 @@ def client_kwargs(host: DockerHost, environ=None) -> dict:
             kw["tls"] = TLSConfig(client_cert=(str(cert), str(key)) if cert.exists() else None,
                                   ca_cert=str(ca) if ca.exists() and not skip else None, verify=not skip)
     elif host.scheme == "tcp":
-        from docker.utils import kwargs_from_env
+        from ddpctl.dockerconnect import env_client_kwargs
 
-        kw = kwargs_from_env(environment={**environ, "DOCKER_HOST": host.url})
+        kw = env_client_kwargs({**environ, "DOCKER_HOST": host.url})
     else:
         kw = {"base_url": host.url}
-    if host.scheme == "ssh":
-        kw["use_ssh_client"] = True  # the system ssh: its config, agent and known_hosts
-    return kw
+    return kw  # ssh://: ddpctl.dockerconnect.new_client connects through the system ssh
 
 
 def connect(host: DockerHost, timeout: int = 600):
     """A docker-py client for ``host`` that has answered a ping, or one EngineError naming the host."""
-    import docker
+    from ddpctl.dockerconnect import explain, new_client, ssh_check
 
     try:
-        client = docker.DockerClient(timeout=timeout, **client_kwargs(host))
+        kw = client_kwargs(host)
+    except EngineError as exc:  # missing TLS files
+        raise EngineError(f"cannot reach Docker host {host.given}: {exc.problem}", exc.fix) from None
+    try:
+        client = new_client(timeout=timeout, **kw)
         client.ping()
     except Exception as exc:  # DockerException, ConnectionError, FileNotFoundError, TLS errors ...
-        reason = " ".join(str(exc).split())[:200]
-        fix = {"ssh": "check that 'ssh HOST docker version' works without a password prompt",
-               "tcp": "check that dockerd listens there; for TLS set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH",
-               "unix": "check that dockerd runs there and the socket path is right"}[host.scheme]
+        if host.scheme == "ssh":
+            ssh_check(host.url, host.given)  # the connection's ssh is quiet: ask ssh once more, for its reason
+        reason, fix = explain(exc, kw)
+        fix = fix or {"ssh": "check that 'ssh HOST docker version' works without a password prompt",
+                      "tcp": "check that dockerd listens there; for TLS set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH",
+                      "unix": "check that dockerd runs there and the socket path is right"}[host.scheme]
         raise EngineError(f"cannot reach Docker host {host.given} ({reason})", fix) from None
     return client

@@ -1,5 +1,5 @@
-"""The container engine seen by the executor: a small interface (here) and its Docker SDK adapter
-(:mod:`ddpctl.local.docker_engine`, ``DockerEngine``, also importable from here).
+"""The container engine seen by the executor: a small interface (here); its Docker SDK adapter is
+:mod:`ddpctl.local.docker_engine` (``DockerEngine``), which imports this module, never the other way round.
 
 The executor only calls these methods, so the rules about what is created and removed live in one
 place (the executor package) and the Docker specifics in another (here). The client and the image lookups
@@ -108,10 +108,3 @@ class Engine(abc.ABC):
 
         raise EngineError(f"this engine cannot pull {ref}", "load the image onto it with 'docker load'")
 
-
-def __getattr__(name: str):  # `from ddpctl.local.engine import DockerEngine`: the adapter, imported on first use
-    if name == "DockerEngine":
-        from ddpctl.local.docker_engine import DockerEngine
-
-        return DockerEngine
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -150,8 +150,8 @@ def connect_hosts(given: Sequence[str]) -> HostsEngine:
 
     Bad URLs and unknown contexts are usage errors here, before anything connects."""
     from ddpctl.local import dockerhosts
-    from ddpctl.local.engine import DockerEngine
+    from ddpctl.local.docker_engine import DockerEngine
 
     resolved = dockerhosts.resolve_all(given)
-    return HostsEngine([NamedEngine(h.given, DockerEngine(connect=lambda h=h: dockerhosts.connect(h)), h.address)
+    return HostsEngine([NamedEngine(h.given, DockerEngine(connect=lambda h=h: dockerhosts.connect(h)), h.node_address())
                         for h in resolved])

@@ -9,13 +9,12 @@ from typing import Any, Mapping
 from ddpctl.errors import SpecError
 from ddpctl.spec import checks as c
 from ddpctl.spec.fields import FIELDS, TOP_KEYS
+from ddpctl.spec.lines import Lines
 from ddpctl.spec.model import INTERNAL_FIELDS, JobSpec
 
 
 def spec_from_dict(data: Mapping[str, Any], *, source: str | None = None, _lines: Any = None) -> JobSpec:
     """Validate a plain mapping (from YAML, flags or code) into a :class:`JobSpec`."""
-    from ddpctl.spec.source import Lines
-
     lines = _lines or Lines(source)
     ck = c.Checker(lines)
     if not isinstance(data, Mapping):

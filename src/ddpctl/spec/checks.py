@@ -18,7 +18,7 @@ from ddpctl.secrets import SecretEnv
 from ddpctl.spec.model import Volume
 
 if TYPE_CHECKING:
-    from ddpctl.spec.source import Lines
+    from ddpctl.spec.lines import Lines
 
 # Patterns are matched with fullmatch (``$`` would also accept a trailing newline).
 HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:]{2,39}\]?")

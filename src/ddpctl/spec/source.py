@@ -17,22 +17,8 @@ from ddpctl.rules import RuleError
 from ddpctl.spec import merge
 from ddpctl.spec.build import spec_from_dict
 from ddpctl.spec.checks import type_name
+from ddpctl.spec.lines import Lines
 from ddpctl.spec.model import JobSpec
-
-
-class Lines:
-    """Maps a key path (("nccl", "debug")) to its line in the source file."""
-
-    def __init__(self, source: str | None = None) -> None:
-        self.source = source
-        self.lines: dict[tuple[str, ...], int] = {}
-
-    def where(self, path: tuple[str, ...]) -> str:
-        key = ".".join(path).encode("unicode_escape").decode("ascii")  # a key with a line break stays one line
-        line = self.lines.get(path)
-        if self.source and line:
-            return f"'{key}' ({self.source}:{line})"
-        return f"'{key}'"
 
 
 def compose_yaml(text: str, source: str) -> tuple[Any, Lines]:

@@ -1,0 +1,148 @@
+"""ddpctl.dockerconnect / ddpctl.sshtransport without a daemon: client settings, ssh commands, error texts.
+
+The real connections (TLS daemons, sshd, a 2-host job over each) are in tests/integration/test_two_hosts.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import ssl
+
+import pytest
+
+from ddpctl import dockerconnect as dc
+from ddpctl.errors import EngineError
+
+
+def _certs(tmp_path, names=dc.TLS_FILES):
+    for name in names:
+        (tmp_path / name).write_text("x")
+    return tmp_path
+
+
+def test_the_clients_own_ca_wins_over_the_environments_bundle(tmp_path, monkeypatch):
+    """requests would let REQUESTS_CA_BUNDLE replace docker-py's CA (docker/docker-py#2433)."""
+    from docker.tls import TLSConfig
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+    ca = _certs(tmp_path) / "ca.pem"
+    client = dc.new_client(base_url="tcp://10.0.0.5:2376", version="1.41",
+                           tls=TLSConfig(ca_cert=str(ca), verify=True))
+    settings = client.api.merge_environment_settings("https://10.0.0.5:2376/version", {}, False, None, None)
+    assert settings["verify"] == str(ca)
+    unverified = dc.new_client(base_url="tcp://10.0.0.5:2376", version="1.41", tls=TLSConfig(verify=False))
+    assert unverified.api.merge_environment_settings("https://h/", {}, False, None, None)["verify"] is False
+    plain = dc.new_client(base_url="tcp://10.0.0.5:2375", version="1.41")  # nothing set: the bundle applies
+    assert plain.api.merge_environment_settings("https://h/", {}, False, None, None)["verify"] == \
+        "/etc/ssl/certs/ca-certificates.crt"
+
+
+def test_missing_tls_files_are_named(tmp_path):
+    with pytest.raises(EngineError) as info:
+        dc.env_client_kwargs({"DOCKER_HOST": "tcp://h:2376", "DOCKER_TLS_VERIFY": "1",
+                              "DOCKER_CERT_PATH": str(_certs(tmp_path, ["ca.pem"]))})
+    assert f"DOCKER_CERT_PATH={tmp_path} has no cert.pem, key.pem for TLS" in str(info.value)
+    assert "point DOCKER_CERT_PATH at the directory" in str(info.value)
+
+
+def test_cert_path_alone_verifies_too(tmp_path):
+    kw = dc.env_client_kwargs({"DOCKER_HOST": "tcp://h:2376", "DOCKER_CERT_PATH": str(_certs(tmp_path))})
+    assert kw["tls"].verify is True and kw["tls"].ca_cert == str(tmp_path / "ca.pem")
+    assert "tls" not in dc.env_client_kwargs({"DOCKER_HOST": "tcp://h:2375"})
+
+
+def test_ssh_urls_use_the_system_ssh_without_paramiko():
+    from ddpctl.sshtransport import SSHAdapter
+
+    client = dc.new_client(base_url="ssh://me@gpu1:2222", version="1.41", timeout=7)
+    adapter = client.api.get_adapter("http+docker://localhost/v1.41/_ping")
+    assert isinstance(adapter, SSHAdapter)
+    assert adapter.argv == ["ssh", "-o", "BatchMode=yes", "-l", "me", "-p", "2222", "--", "gpu1", "docker",
+                            "system", "dial-stdio"]
+    # one connection pool for the host, whatever the path (docker-py's unix adapter keeps one per URL)
+    assert adapter.get_connection("http+docker://localhost/a") is adapter.get_connection("http+docker://localhost/b")
+    assert dc.ssh_argv("ssh://gpu2") == ["ssh", "--", "gpu2"]
+
+
+def test_the_ssh_transport_speaks_http_through_the_command(tmp_path):
+    """SSHConnection runs its command with stdin/stdout on a socket pair: here a tiny HTTP responder stands in
+    for ``ssh HOST docker system dial-stdio`` (no sshd in unit tests)."""
+
+    responder = tmp_path / "responder.py"
+    started = tmp_path / "started"
+    responder.write_text(
+        "import sys\n"
+        f"open({str(started)!r}, 'a').write('x')\n"
+        "r = sys.stdin.buffer\n"
+        "while True:\n"
+        "    line = r.readline()\n"
+        "    if not line: break\n"
+        "    if line in (b'\\r\\n', b'\\n'):\n"
+        "        sys.stdout.buffer.write(b'HTTP/1.1 200 OK\\r\\nContent-Type: text/plain\\r\\nApi-Version: 1.41\\r\\n'\n"
+        "                               b'Content-Length: 2\\r\\n\\r\\nOK'); sys.stdout.buffer.flush()\n")
+    client = dc.new_client(base_url="ssh://x", version="1.41")
+    adapter = client.api.get_adapter("http+docker://localhost/")
+    adapter.argv = [shutil.which("python3") or "python3", str(responder)]
+    assert client.ping() is True and client.ping() is True
+    assert client.api.get("http+docker://localhost/v1.41/containers/json").text == "OK"  # another path
+    client.close()
+    assert started.read_text() == "x"  # one command for all three requests: the connection was reused
+
+
+def test_ssh_hostname_follows_the_ssh_config(tmp_path, monkeypatch):
+    """``ssh -G``: the real client, given a config through a wrapper on PATH (ssh reads ~ from passwd)."""
+    real = shutil.which("ssh")
+    if real is None:
+        pytest.skip("no ssh client")
+    cfg = tmp_path / "config"
+    cfg.write_text("Host gpu1\n  HostName 10.9.8.7\n  Port 2200\n")
+    wrapper = tmp_path / "bin" / "ssh"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {real} -F "{cfg}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    assert dc.ssh_hostname("ssh://me@gpu1") == "10.9.8.7"
+    assert dc.ssh_hostname("ssh://10.1.1.1:22") == "10.1.1.1"
+
+    from ddpctl.local import dockerhosts as dh
+
+    assert dh.resolve("ssh://me@gpu1").node_address() == "10.9.8.7"
+    assert dh.resolve("tcp://gpu1:2376").node_address() == "gpu1"
+
+
+def test_ssh_check_reports_ssh_in_one_line(tmp_path, monkeypatch):
+    fake = tmp_path / "ssh"  # a stand-in for ssh: no sshd here (the integration tests use a real one)
+    fake.write_text("#!/bin/sh\necho 'debug junk' >&2\necho 'ssh: connect to host gpu1 port 22: Connection refused' >&2\nexit 255\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with pytest.raises(EngineError) as info:
+        dc.ssh_check("ssh://me@gpu1", "gpu1ctx")
+    msg = info.value.message
+    assert msg.startswith("cannot reach Docker host gpu1ctx (ssh: connect to host gpu1 port 22: Connection refused)")
+    assert "make 'ssh me@gpu1 docker version' work from here without a prompt" in msg
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(EngineError, match="there is no 'ssh' client on this machine"):
+        dc.ssh_check("ssh://gpu1")
+
+
+@pytest.mark.parametrize("error, reason, fix", [
+    ('400 Client Error: Bad Request ("Client sent an HTTP request to an HTTPS server.")',
+     "it speaks TLS and this client does not", "set DOCKER_TLS_VERIFY=1"),
+    (str(ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to "
+                                          "get local issuer certificate")),
+     "its TLS certificate is not signed by the CA in /c/ca.pem", "point DOCKER_CERT_PATH"),
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: IP address mismatch, certificate is not valid "
+     "for '10.0.0.5'", "its TLS certificate does not name 10.0.0.5", "subjectAltName"),
+    ("SSLError(1, '[SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert bad certificate')",
+     "the daemon refused the client certificate /c/cert.pem", "--tlscacert"),
+    ("Max retries exceeded (Caused by NewConnectionError('...: [Errno 111] Connection refused'))",
+     "nothing listens on 10.0.0.5:2376: connection refused", None),
+])
+def test_connection_errors_are_explained(error, reason, fix):
+    from docker.tls import TLSConfig
+
+    tls = TLSConfig.__new__(TLSConfig)
+    tls.ca_cert, tls.cert, tls.verify = "/c/ca.pem", ("/c/cert.pem", "/c/key.pem"), True
+    got_reason, got_fix = dc.explain(Exception(error), {"base_url": "tcp://10.0.0.5:2376", "tls": tls})
+    assert got_reason == reason
+    assert (got_fix is None) if fix is None else (fix in got_fix)

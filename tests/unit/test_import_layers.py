@@ -1,0 +1,127 @@
+"""The layering of docs/architecture.md, read from the source with ast: no import cycle among ddpctl's modules
+(lazy imports inside functions count too, type-only ones under TYPE_CHECKING do not), ddpctl never imports torch
+or ddp_train, and ddp_train never imports ddpctl."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def modules(root: Path, package: str) -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package's __init__)."""
+    out = {}
+    for p in sorted((root / package).rglob("*.py")):
+        parts = list(p.relative_to(root).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_pkg else parts)] = (p, is_pkg)
+    return out
+
+
+def imports(path: Path, module: str, is_pkg: bool) -> set[str]:
+    """The absolute names a file imports anywhere (functions too), less `if TYPE_CHECKING:` blocks."""
+    names: set[str] = set()
+    package = module if is_pkg else module.rpartition(".")[0]
+    stack = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parent + ([base] if base else []))
+            # `from pkg import sub` imports pkg.sub; `from pkg import name` resolves to pkg below (owner)
+            names.update(f"{base}.{a.name}" for a in node.names)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    mods = modules(root, package)
+
+    def owner(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for m, (path, is_pkg) in mods.items():
+        # a module depends on the modules it names, not on their parent packages' __init__ (whose import is
+        # implicit for every submodule); a name that is no module belongs to the module that defines it
+        targets = {owner(n) for n in imports(path, m, is_pkg) if n.split(".")[0] == package}
+        graph[m] = {t for t in targets if t and t != m}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, on_stack, stack, out, counter = {}, {}, set(), [], [], 0
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycle_among_ddpctl_modules():
+    graph = import_graph(SRC, "ddpctl")
+    assert len(graph) > 100 and graph["ddpctl.cli.render"]  # the walk sees the tree (and its imports)
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_sees_a_lazy_cycle_and_ignores_type_only_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg import a\n")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..c import x\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n"
+                              "x = 1\n")
+    assert cycles(import_graph(tmp_path, "pkg")) == []
+    (pkg / "c.py").write_text("x = 1\n\ndef g():\n    from pkg.a import y\n")
+    assert cycles(import_graph(tmp_path, "pkg")) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+
+
+def test_the_packages_never_import_each_other_and_ddpctl_never_imports_torch():
+    for package, forbidden in (("ddpctl", ("torch", "ddp_train")), ("ddp_train", ("ddpctl",))):
+        for m, (path, is_pkg) in modules(SRC, package).items():
+            bad = sorted(n for n in imports(path, m, is_pkg) if n.split(".")[0] in forbidden)
+            assert not bad, f"{path.relative_to(SRC)} imports {bad}"
