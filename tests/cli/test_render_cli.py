@@ -60,6 +60,10 @@ BAD = [
     ("nodes-range-reversed", ["pytorchjob", "-n", "3:1"], None, "MIN is above MAX"),
     ("gpus-not-an-integer", ["compose", "-g", "two"], None, "not a valid integer"),
     ("missing-output-dir", ["compose"], "no/such/dir/out.yaml", "does not exist"),
+    ("wheelhouse-without-push", ["compose", "--wheelhouse", "."], None, "--wheelhouse only applies"),
+    ("index-url-without-push", ["pytorchjob", "--index-url", "https://mirror.example/simple"], None,
+     "add --push REGISTRY/NAME"),
+    ("requirements-without-push", ["trainjob", "--requirements", "r.txt"], None, "requirements without --push"),
 ]
 
 
