@@ -350,6 +350,11 @@ def test_single_engine_over_tls_and_ssh_from_docker_host(two_hosts, cpu_image):
         assert over_tls.returncode == 0 and marker in over_tls.stdout, over_tls.stderr
         over_ssh = _remote(two_hosts, "ps", marker, **_ssh(two_hosts), DOCKER_HOST=b.ssh_url)
         assert over_ssh.returncode == 0 and marker in over_ssh.stdout, over_ssh.stderr
+        version = b.docker("version", "--format", "{{.Server.Version}}").stdout.strip()
+        for url, env in ((b.tcp_url, _tls(two_hosts)), (b.ssh_url, _ssh(two_hosts))):  # doctor's probe too
+            doctor = _remote(two_hosts, "doctor", **env, DOCKER_HOST=url)
+            line = next((ln for ln in doctor.stdout.splitlines() if " docker: " in ln), doctor.stdout + doctor.stderr)
+            assert line.startswith("ok") and f"Docker Engine {version} " in line and url in line, line
         refused = _remote(two_hosts, "ps", **_ssh(two_hosts), DOCKER_HOST=f"ssh://root@{b.addr}:2200")
         assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert "port 2200: Connection refused" in refused.stderr, refused.stderr

@@ -98,6 +98,7 @@ def _run(target: str, kw: dict[str, Any]) -> None:
     output: str | None = kw.pop("output")
     dry_run = kw.pop("dry_run", False)
     pip = wsopts.pip_options(kw)
+    wsopts.absolute_code_paths(kw, bool(kw.get("push")))
     spec = so.spec_from_cli(target, kw)
     if spec.workspace.repository:
         from ddpctl.images import bake

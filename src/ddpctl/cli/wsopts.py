@@ -4,6 +4,7 @@ the same flags and checks as ``ddpctl image build``."""
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -51,3 +52,12 @@ def refuse_unused(pip, requirements: str | None, *, flag: str) -> None:
         raise UsageError(f"{what} only {'applies' if len(given) == 1 else 'apply'} to a workspace image, built with "
                          f"{flag}", f"add {flag}" + (" REGISTRY/NAME" if flag == "--push" else "")
                          + f" (with --workdir DIR), or drop {what}")
+
+
+def absolute_code_paths(kw: dict[str, Any], building: bool) -> None:
+    """With --push / --bake, --workdir and --requirements are read on this machine to build the image, never
+    mounted: make them absolute against the current directory, so '../proj' works (host paths may not contain
+    '..' only because Kubernetes refuses it in a hostPath, which a baked job never has)."""
+    for key in ("workdir", "requirements"):
+        if building and kw.get(key):
+            kw[key] = os.path.abspath(os.path.expanduser(kw[key]))
