@@ -4,6 +4,11 @@ Also checks with `python -X importtime` that neither path imports torch or docke
 before and after, and the CPU time (user + sys) of the runs next to their wall time: on a shared machine the
 wall time moves with the load, the CPU time much less.
 
+Measured as an installed ddpctl starts: with its bytecode cached (pip compiles a wheel's modules at install
+time). The runs drop PYTHONDONTWRITEBYTECODE from their environment and one untimed run per command goes first,
+so `__pycache__` exists; with the variable set, every start would compile ddpctl's sources again (about half the
+start-up time on this machine).
+
     python benchmarks/cli_startup.py [--runs 15] [--target 0.3] [--no-fastparams]
 
 ``--no-fastparams`` measures Typer's own parameter coercion (ddpctl.cli.fastparams not installed), what an
@@ -38,15 +43,22 @@ def ddpctl_path() -> str:
 NO_FASTPARAMS = "import ddpctl.cli.fastparams as f; f.install = lambda: None; "
 
 
+def child_env() -> dict:
+    """This environment, with bytecode caching on (as an installed package has it)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def wall_times(argv: list[str], runs: int, fastparams: bool = True) -> tuple[list[float], list[float]]:
-    """Wall and CPU (user + sys) seconds of each run."""
+    """Wall and CPU (user + sys) seconds of each run, after one untimed run that writes the bytecode cache."""
     times, cpu = [], []
     cmd = [ddpctl_path(), *argv] if fastparams else [sys.executable, "-c", NO_FASTPARAMS + (
         f"import sys; sys.argv = ['ddpctl', *{argv!r}]; from ddpctl.cli.main import main; main()")]
+    env = child_env()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     for _ in range(runs):
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         times.append(time.perf_counter() - t0)
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
@@ -55,7 +67,8 @@ def wall_times(argv: list[str], runs: int, fastparams: bool = True) -> tuple[lis
 
 def imported_top_levels(argv: list[str]) -> set[str]:
     code = f"import sys; sys.argv = ['ddpctl', *{argv!r}]; from ddpctl.cli.main import main; main()"
-    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                            env=child_env())
     names = set()
     for line in result.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
