@@ -68,6 +68,12 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r18-graphcbf-{_n}"] = (_n, R18 + GRAPH + ["--compile"] + BF16, 40, 400)
     CONFIGS[f"r18-graph512-{_n}"] = (_n, R18 + GRAPH + ["--batch-size", "512"], 40, 300)
     CONFIGS[f"r18-graph512bf-{_n}"] = (_n, R18 + GRAPH + ["--batch-size", "512"] + BF16, 40, 300)
+    # issue 13, round 3: the bucketed reducer (bucket all-reduces overlapping the backward), 25 MiB and 8 MiB
+    CONFIGS[f"r18-graphbk-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed"], 40, 400)
+    CONFIGS[f"r18-graphbk8-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed", "--bucket-mb", "8"], 40, 400)
+    CONFIGS[f"r18-graphcbk8-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--graph-reducer", "bucketed", "--bucket-mb", "8"],
+                                      40, 400)
+    CONFIGS[f"r50-graphbk-{_n}"] = (_n, R50 + GRAPH + ["--graph-reducer", "bucketed"], 20, 60)
     CONFIGS[f"r50-graphbf-{_n}"] = (_n, R50 + GRAPH + BF16, 20, 60)
     CONFIGS[f"r50-graphddp-{_n}"] = (_n, R50 + GRAPH + ["--graph-reducer", "ddp"], 20, 60)
     CONFIGS[f"r50-graphskip-{_n}"] = (_n, R50 + GRAPH + SKIP, 20, 60)
@@ -152,7 +158,8 @@ def main():
         print(f"{name:24s} gpus={r['gpus']} img/s={s.get('images_per_sec')} step={s.get('step_time_s')} "
               f"data={s.get('data_time_s')} util={s.get('gpu_util')} mem={s.get('gpu_mem_gb')} "
               f"mode={s.get('step_mode')}{'+compile' if s.get('compile') else ''} startup={s.get('startup_s')} "
-              f"capture={s.get('capture_s')} wall={r.get('wall_s')} {r.get('error', '')[-600:]}", flush=True)
+              f"capture={s.get('capture_s')} reducer={s.get('graph_reducer')}/{s.get('graph_buckets')} "
+              f"loss={s.get('train_loss')} wall={r.get('wall_s')} {r.get('error', '')[-600:]}", flush=True)
         doc = {"device": s.get("device_name") or (results[0].get("summary") or {}).get("device_name"),
                "results": results, "derived": derive(results)}
         with open(a.out, "w") as f:

@@ -204,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile the model (default off; combines with --step-mode graph: ResNet-18 CIFAR "
                    "+25%% img/s on one H100 for ~30 s more start-up)")
+    g.add_argument("--compile-if-repaid", action="store_true",
+                   help="without --compile/--no-compile: torch.compile a graph-mode run only if it plans at least "
+                   "30,000 steps, the break-even of its ~30 s start-up against ~1 ms saved per step (ResNet-18 "
+                   "CIFAR on H100; the first log line says which and why). Not the default: the compiled run's "
+                   "loss-curve check has not passed on a GPU yet")
     g.add_argument("--compile-mode", default="default",
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
                    help="torch.compile mode (reduce-overhead uses CUDA graphs to cut per-kernel launch cost)")
@@ -259,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sync-check", choices=("end", "off"), default="end")
     g.add_argument("--sync-check-every", type=_non_negative_int, default=0, help="also check every N steps")
     g.add_argument("--quiet", action="store_true", help="only the summary line on stdout")
+    g.add_argument("--profile-dir", default=None, metavar="DIR",
+                   help="record --profile-steps steps of the timed window with torch.profiler on every rank: "
+                   "DIR/trace-rank<R>.json.gz (Chrome trace; GPU kernels of graph replays included) and "
+                   "DIR/kernels-rank<R>.txt; the steps are timed with the profiler on, so measure speed in a run "
+                   "without it (benchmarks/trace_breakdown.py reads the traces)")
+    g.add_argument("--profile-steps", type=_positive(int), default=10, help="steps --profile-dir records (default 10)")
     # Test hooks, hidden from --help: plant a divergence on one rank; make one rank die at a step.
     g.add_argument("--debug-perturb-rank", type=int, default=None, help=argparse.SUPPRESS)
     g.add_argument("--debug-exit-rank", type=int, default=None, help=argparse.SUPPRESS)

@@ -11,15 +11,23 @@ steps; the capture itself is well under a second), which a run of ``GRAPH_MIN_ST
 compilation at start; ``--compile`` combines it with the graph (the compiled forward and backward are captured
 like the eager ones). ``auto`` leaves it off: measured on 4x H100 it gave +25 % img/s on one GPU for ~30 s more
 start-up, but its loss-curve check against the eager run has not passed on a GPU yet (docs/BENCHMARKS.md), so it
-is not a default.
+is not a default. ``--compile-if-repaid`` is the rule prepared for when it may be: compile a graph-mode run only
+if it plans at least ``COMPILE_MIN_STEPS`` steps (the measured break-even), and say so in the reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .config import GRAPH_MIN_STEPS
 from .errors import EXIT_USAGE, TrainError
+
+# --compile-if-repaid: torch.compile for graph-mode runs long enough to repay its start-up. Measured on 4x H100
+# (docs/BENCHMARKS.md, ResNet-18 CIFAR, batch 256, cold inductor cache): start-up 37.8 s with compile against
+# 7.4 s without, 4.15 ms per step against 5.19 ms on one GPU: 30.4 s / 1.04 ms = ~29,200 steps to break even.
+COMPILE_EXTRA_STARTUP_S = 30.4
+COMPILE_SAVED_S_PER_STEP = 0.00104
+COMPILE_MIN_STEPS = 30_000
 
 # DDP needs this many eager iterations before its state is stable enough to capture (PyTorch CUDA graphs notes:
 # "at least 11 DDP-enabled eager iterations"); without DDP a few suffice (cuDNN autotuning, optimizer state).
@@ -62,9 +70,32 @@ def graph_blockers(*, device_type: str, strategy: str, precision: str, compile: 
 
 def plan_step(*, requested: str, device_type: str, strategy: str, precision: str, compile: bool | None,
               compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int,
-              distributed: bool, graph_reducer: str = "flat") -> StepPlan:
+              distributed: bool, graph_reducer: str = "flat", compile_if_repaid: bool = False) -> StepPlan:
     """The step mode of a run. ``compile``: True/False as asked, None for auto. ``planned_steps``: the optimizer
-    steps this process will run (after a resume: the steps left)."""
+    steps this process will run (after a resume: the steps left). ``compile_if_repaid``: with ``compile`` None,
+    compile a graph-mode run of at least ``COMPILE_MIN_STEPS`` steps (``--compile-if-repaid``)."""
+    plan = _plan(requested=requested, device_type=device_type, strategy=strategy, precision=precision,
+                 compile=compile, compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
+                 planned_steps=planned_steps, distributed=distributed, graph_reducer=graph_reducer)
+    if not compile_if_repaid or compile is not None:
+        return plan
+    tag = "(--compile-if-repaid)"
+    if plan.mode != "graph":
+        return replace(plan, reason=f"{plan.reason}; no torch.compile: {tag} compiles graph-mode runs only")
+    if compile_mode in CAPTURING_COMPILE_MODES:
+        return replace(plan, reason=f"{plan.reason}; no torch.compile: {tag} with --compile-mode {compile_mode}, "
+                                    "which captures graphs of its own")
+    base = plan.reason.split("; no torch.compile unless")[0]
+    if planned_steps >= COMPILE_MIN_STEPS:
+        return replace(plan, compile=True,
+                       reason=f"{base}; torch.compile: {planned_steps} steps >= {COMPILE_MIN_STEPS} repay its "
+                              f"~{COMPILE_EXTRA_STARTUP_S:.0f} s start-up {tag}")
+    return replace(plan, reason=f"{base}; no torch.compile: {planned_steps} steps < {COMPILE_MIN_STEPS} would not "
+                                f"repay its ~{COMPILE_EXTRA_STARTUP_S:.0f} s start-up {tag}")
+
+
+def _plan(*, requested, device_type, strategy, precision, compile, compile_mode, sync_bn, grad_compression,
+          planned_steps, distributed, graph_reducer) -> StepPlan:
     blockers = graph_blockers(device_type=device_type, strategy=strategy, precision=precision, compile=compile,
                               compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
                               graph_reducer=graph_reducer)

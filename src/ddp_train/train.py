@@ -26,6 +26,7 @@ from .errors import EXIT_CHECKPOINT, EXIT_PREEMPTED, EXIT_USAGE, Preempted, Trai
 from .flatreduce import BucketedAllReduce, FlatAllReduce
 from .metrics import GpuStats, MetricsFile, Progress, device_name
 from .models import build_model, convert_sync_bn
+from .profiler import StepProfiler
 from .steptimer import StepTimer
 from .summary import Outcome
 
@@ -125,7 +126,7 @@ class Run:
             requested=a.step_mode, device_type=self.device.type, strategy=self.strategy, precision=self.precision,
             compile=a.compile, compile_mode=a.compile_mode, sync_bn=a.sync_bn, grad_compression=a.grad_compression,
             planned_steps=self.stop_at, distributed=self.strategy == "ddp" and self.distributed,
-            graph_reducer=a.graph_reducer)
+            graph_reducer=a.graph_reducer, compile_if_repaid=a.compile_if_repaid)
         self.graph_mode = self.step_plan.mode == "graph"
         if a.debug_skip_grad_sync and not (self.graph_mode and a.graph_reducer == "flat"):
             raise TrainError("--debug-skip-grad-sync applies to graph mode's flat reducer only", EXIT_USAGE)
@@ -534,6 +535,8 @@ class Run:
         self.warm_left = self.step_plan.warmup_iters if self.graph_mode else 0  # graph mode's eager iterations
         self._warm_t0 = time.perf_counter()
         log = _IntervalLog(self.device)
+        self.prof = StepProfiler(a.profile_dir, a.profile_steps, self.rank, self.device, self.warmup_steps,
+                                 self.stop_at, self.global_step)
         if self.global_step >= self.stop_at:
             self.say("ddp-train: nothing left to train (already at the last step)")
         stop = self.global_step >= self.stop_at
@@ -564,6 +567,8 @@ class Run:
                 self.saved_at = self.global_step
             timer.resume(self.global_step)
         timer.pause()
+        if self.prof.prof is not None:  # the run ended inside the profiled steps
+            self.prof.write(self.global_step)
         self.control.drain()
         self.control.uninstall()
         if outcome.test_acc is None and not a.no_eval and outcome.sync is None:
@@ -587,6 +592,7 @@ class Run:
                 break
             x, y = batch
             interval_data += dt
+            self.prof.before(self.global_step)
             self.warm_left = self.step(x, y, self.warm_left)
             self.samples_done += self.global_batch
             self.sched.step()
@@ -596,6 +602,11 @@ class Run:
             interval_steps += 1
             self._debug_hooks(epoch)
             timer.step_done(self.global_step, dt)
+            if self.prof.due(self.global_step):  # --profile-dir: written off the clock
+                timer.pause()
+                self.prof.write()
+                self.say(f"ddp-train: profile of {self.prof.recorded} steps written to {a.profile_dir}")
+                timer.resume(self.global_step)
             last = self.global_step >= self.stop_at or self.step_in_epoch >= self.epoch_steps
             is_log = self.step_in_epoch % self.log_interval == 0 or last
             if bar or is_log:

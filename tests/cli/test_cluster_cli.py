@@ -49,6 +49,9 @@ def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
     (["logs", "x", "--node", "-1"], "--node must be at least 0"),
     (["logs", "x", "--node", "one"], "'one' is not a valid integer; see 'ddpctl logs --help'"),
     (["up", "--nodes", "0", "--dry-run"], "'nodes'"),
+    # pip's options and --requirements without --bake would be ignored (the --workdir is mounted): refused
+    (["up", "--wheelhouse", ".", "--dry-run"], "--wheelhouse only applies to a workspace image, built with --bake"),
+    (["up", "--workdir", ".", "--requirements", "r.txt", "--dry-run"], "--requirements only applies"),
     (["image", "build", "--cpu", "--ca-file", "x.pem"], "--ca-file only applies"),
     (["image", "check", ""], "IMAGE '' is not an image reference"),
     (["image", "build", "--base", ""], "--base '' is not an image reference"),

@@ -60,6 +60,10 @@ BAD = [
     ("nodes-range-reversed", ["pytorchjob", "-n", "3:1"], None, "MIN is above MAX"),
     ("gpus-not-an-integer", ["compose", "-g", "two"], None, "not a valid integer"),
     ("missing-output-dir", ["compose"], "no/such/dir/out.yaml", "does not exist"),
+    ("wheelhouse-without-push", ["compose", "--wheelhouse", "."], None, "--wheelhouse only applies"),
+    ("index-url-without-push", ["pytorchjob", "--index-url", "https://mirror.example/simple"], None,
+     "add --push REGISTRY/NAME"),
+    ("requirements-without-push", ["trainjob", "--requirements", "r.txt"], None, "requirements without --push"),
 ]
 
 
@@ -166,3 +170,22 @@ def test_render_path_imports_neither_torch_nor_docker():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "IMPORTED []" in result.stderr
+
+
+def test_push_and_bake_take_a_code_directory_above_the_current_one(tmp_path):
+    # --workdir/--requirements with --push (render) or --bake (up) are read here to build the image, never mounted
+    # as a hostPath: '../proj' is made absolute instead of refused with the hostPath rule
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train.py").write_text("print('hi')\n")
+    (tmp_path / "proj" / "reqs.txt").write_text("\n")
+    (tmp_path / "elsewhere").mkdir()
+    args = ["-n", "2", "--workdir", "../proj", "--requirements", "../proj/reqs.txt", "--dry-run"]
+    result = ddpctl("render", "compose", *args, "--push", "127.0.0.1:5999/t/p", "--", "python", "train.py",
+                    cwd=tmp_path / "elsewhere")
+    assert result.returncode == 0, result.stderr
+    assert f"from:         {tmp_path / 'proj'} (2 files: reqs.txt, train.py)" in result.stdout
+    assert f"requirements: {tmp_path / 'proj' / 'reqs.txt'}" in result.stdout
+    up = ddpctl("up", *args, "--bake", "--", "python", "train.py", cwd=tmp_path / "elsewhere")
+    assert up.returncode == 0 and f"from:         {tmp_path / 'proj'} (2 files" in up.stderr, up.stderr
+    mounted = ddpctl("up", "-n", "2", "--workdir", "../proj", "--dry-run", cwd=tmp_path / "elsewhere")
+    assert mounted.returncode == 2 and "'..'" in mounted.stderr  # a mount keeps the host-path rule

@@ -3,14 +3,19 @@ convergence, the sync check, stop/resume determinism, killed saves, and the fail
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from ddp_helpers import TOY, free_port, manual, ok, run, summary, torchrun
 
 pytestmark = pytest.mark.distributed
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_default_run_two_nodes_two_procs_passes_sync_check():
@@ -166,3 +171,29 @@ def test_master_that_never_answers_fails_fast():
     p = run(TOY + ["--init-method", f"tcp://127.0.0.1:{port}", "--rank", "1", "--world-size", "2",
                    "--connect-timeout", "1"], timeout=30)
     assert p.returncode == 128 and f"127.0.0.1:{port}" in p.stderr
+
+
+def test_profile_dir_writes_a_trace_per_rank(tmp_path):
+    """--profile-dir: torch.profiler over --profile-steps steps of the timed window on every rank; the traces
+    are what benchmarks/trace_breakdown.py reads (a CPU trace has no GPU activity, which it says)."""
+    d = tmp_path / "prof"
+    s = summary(ok(torchrun(2, TOY + ["--no-eval", "--profile-dir", str(d), "--profile-steps", "3"])[0]))
+    assert s["sync_check"] == "pass" and s["steps"] == 16
+    for rank in (0, 1):
+        with gzip.open(d / f"trace-rank{rank}.json.gz", "rt") as f:
+            events = json.load(f)["traceEvents"]
+        assert any(e.get("cat") == "cpu_op" and e.get("name") == "aten::convolution" for e in events)
+        assert (d / f"kernels-rank{rank}.txt").read_text().startswith("3 steps (global steps 9-11)")
+    assert not list(d.glob("*.json"))  # only the gzipped traces stay
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_breakdown.py"), str(d)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "prof/rank1 | no GPU activity" in r.stdout, r.stdout + r.stderr
+
+
+def test_compile_if_repaid_decision_is_in_the_first_log_line():
+    """--compile-if-repaid on CPU: eager (no CUDA graph), so no compile, and the first line says why."""
+    r = ok(run(TOY + ["--epochs", "1", "--no-eval", "--compile-if-repaid"]))
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("ddp-train: step: eager (op by op): CUDA graphs need a GPU; no torch.compile: "
+                            "(--compile-if-repaid) compiles graph-mode runs only | "), first
+    assert summary(r)["compile"] is False

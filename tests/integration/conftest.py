@@ -4,13 +4,18 @@ They need a running engine and the CPU image ``ddpctl/ddp-train:cpu``; ``make te
 (scripts/ci-setup.sh, make image-cpu). Without an engine the tests are skipped, unless
 DDPCTL_REQUIRE_DOCKER=1 (set by ``make test``), which turns a missing engine into a failure.
 
-A session fixture checks that no container, network or volume with ddpctl's labels is left when the tests end.
+A session fixture checks that no container, network or volume with ddpctl's labels is left when the tests end:
+every one created since the session began counts, except those of another test session's fixture job names
+(``t`` + 8 hex digits with another session's 3-digit prefix: the engine may be shared, e.g. a developer's run
+beside CI), so a leftover of this session cannot hide and another's cannot fail it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -34,6 +39,26 @@ def _engine_ok() -> str | None:
         return str(exc).splitlines()[0]
 
 
+SESSION = uuid.uuid4().hex[:3]  # this test session's prefix of fixture job names
+_FIXTURE_JOB = re.compile(r"^t([0-9a-f]{3})[0-9a-f]{5}")
+
+
+def _created(stamp: str) -> float:
+    """Seconds since the epoch of a Docker 'Created' time (RFC 3339, nanoseconds); unreadable: counts as new."""
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", stamp or "")
+    if not m:
+        return float("inf")
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    t = datetime.fromisoformat(m.group(1) + zone).timestamp()
+    return t + float("0." + (m.group(2) or "0"))
+
+
+def _other_session(attrs: dict) -> bool:
+    labels = attrs.get("Labels") or (attrs.get("Config") or {}).get("Labels") or {}
+    m = _FIXTURE_JOB.match(labels.get("ddpctl.job", ""))
+    return bool(m) and m.group(1) != SESSION
+
+
 @pytest.fixture(scope="session")
 def engine():
     problem = _engine_ok()
@@ -44,10 +69,16 @@ def engine():
     import docker
 
     client = docker.from_env()
+    began = datetime.now(timezone.utc).timestamp() - 1
     yield client
-    leftovers = [c.name for c in client.containers.list(all=True, filters={"label": MANAGED})]
-    nets = [n.name for n in client.networks.list(filters={"label": MANAGED})]
-    vols = [v.name for v in client.volumes.list(filters={"label": MANAGED})]
+
+    def ours(attrs: dict, created: str) -> bool:
+        return _created(attrs.get(created, "")) >= began and not _other_session(attrs)
+
+    leftovers = [c.name for c in client.containers.list(all=True, filters={"label": MANAGED})
+                 if ours(c.attrs, "Created")]
+    nets = [n.name for n in client.networks.list(filters={"label": MANAGED}) if ours(n.attrs, "Created")]
+    vols = [v.name for v in client.volumes.list(filters={"label": MANAGED}) if ours(v.attrs, "CreatedAt")]
     assert not leftovers and not nets and not vols, \
         f"ddpctl left containers {leftovers} / networks {nets} / volumes {vols}"
 
@@ -64,7 +95,7 @@ def cpu_image(engine):
 @pytest.fixture
 def job_name(engine):
     """A unique job name; the job is removed afterwards whatever the test did."""
-    name = f"t{uuid.uuid4().hex[:8]}"
+    name = f"t{SESSION}{uuid.uuid4().hex[:5]}"
     yield name
     ddpctl("down", name)
 

@@ -350,6 +350,11 @@ def test_single_engine_over_tls_and_ssh_from_docker_host(two_hosts, cpu_image):
         assert over_tls.returncode == 0 and marker in over_tls.stdout, over_tls.stderr
         over_ssh = _remote(two_hosts, "ps", marker, **_ssh(two_hosts), DOCKER_HOST=b.ssh_url)
         assert over_ssh.returncode == 0 and marker in over_ssh.stdout, over_ssh.stderr
+        version = b.docker("version", "--format", "{{.Server.Version}}").stdout.strip()
+        for url, env in ((b.tcp_url, _tls(two_hosts)), (b.ssh_url, _ssh(two_hosts))):  # doctor's probe too
+            doctor = _remote(two_hosts, "doctor", **env, DOCKER_HOST=url)
+            line = next((ln for ln in doctor.stdout.splitlines() if " docker: " in ln), doctor.stdout + doctor.stderr)
+            assert line.startswith("ok") and f"Docker Engine {version} " in line and url in line, line
         refused = _remote(two_hosts, "ps", **_ssh(two_hosts), DOCKER_HOST=f"ssh://root@{b.addr}:2200")
         assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert "port 2200: Connection refused" in refused.stderr, refused.stderr
@@ -364,9 +369,10 @@ def _dial_stdio_sessions(two_hosts) -> list[str]:
             if "dial-stdio" in line and ("ssh" in line or str(two_hosts.root) in line or "docker system" in line)]
 
 
-def test_up_over_ssh_then_ps_down(two_hosts, cpu_image, job):
+def test_up_over_ssh_then_ps_down(two_hosts, cpu_image, job, tmp_path):
     """Host a through a ~/.ssh/config alias no host can resolve (the node address must be its HostName), host b
-    through a URL with a port. No paramiko: ddpctl runs this machine's ssh."""
+    through a URL with a port; ``ps`` also through ssh docker contexts. No paramiko: ddpctl runs this
+    machine's ssh."""
     from remoteaccess import ALIAS_A
 
     a, b = two_hosts.hosts
@@ -379,6 +385,12 @@ def test_up_over_ssh_then_ps_down(two_hosts, cpu_image, job):
     assert args[args.index("--master-addr") + 1] == a.addr, args  # not the alias
     ps = _remote(two_hosts, "ps", job, **ssh, DDPCTL_DOCKER_HOSTS=hosts)
     assert _ps_rows(ps) == [(f"{job}-node-0", f"ssh://root@{ALIAS_A}"), (f"{job}-node-1", b.ssh_url)], ps.stdout
+    config = tmp_path / "docker-config"
+    for name, url in (("mh-ssh-a", a.ssh_url), ("mh-ssh-b", b.ssh_url)):
+        subprocess.run(["docker", "context", "create", name, "--docker", f"host={url}"], check=True,
+                       capture_output=True, env={**os.environ, "DOCKER_CONFIG": str(config)})
+    by_context = _remote(two_hosts, "ps", job, "--docker-hosts", "mh-ssh-a,mh-ssh-b", **ssh, DOCKER_CONFIG=str(config))
+    assert _ps_rows(by_context) == [(f"{job}-node-0", "mh-ssh-a"), (f"{job}-node-1", "mh-ssh-b")], by_context.stdout
     down = _remote(two_hosts, "down", job, **ssh, DDPCTL_DOCKER_HOSTS=hosts)
     assert down.returncode == 0 and f"job {job}: removed 2 container(s)" in down.stderr, down.stderr
     assert a.labelled(job) == [] and b.labelled(job) == []

@@ -59,3 +59,29 @@ def test_explicit_modes():
     assert plan_step(**{**GPU, "requested": "graph", "planned_steps": 20}).mode == "graph"
     with pytest.raises(TrainError, match="needs more than 11 steps"):
         plan_step(**{**GPU, "requested": "graph", "planned_steps": DDP_WARMUP_ITERS})
+
+
+def test_compile_if_repaid_compiles_long_graph_runs_only_and_says_so():
+    from ddp_train.stepmode import COMPILE_EXTRA_STARTUP_S, COMPILE_MIN_STEPS, COMPILE_SAVED_S_PER_STEP
+
+    # the threshold is the measured break-even, rounded up
+    assert COMPILE_EXTRA_STARTUP_S / COMPILE_SAVED_S_PER_STEP <= COMPILE_MIN_STEPS
+    assert COMPILE_MIN_STEPS - COMPILE_EXTRA_STARTUP_S / COMPILE_SAVED_S_PER_STEP < 1000
+    long = plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS, "compile_if_repaid": True})
+    assert long.mode == "graph" and long.compile is True
+    assert long.describe() == (f"whole step in one CUDA graph + torch.compile: {COMPILE_MIN_STEPS} steps planned >= "
+                               f"{GRAPH_MIN_STEPS}; warm-up and capture cost ~1 s; torch.compile: {COMPILE_MIN_STEPS} "
+                               f"steps >= {COMPILE_MIN_STEPS} repay its ~30 s start-up (--compile-if-repaid)")
+    short = plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS - 1, "compile_if_repaid": True})
+    assert short.mode == "graph" and short.compile is False
+    assert short.reason.endswith(f"no torch.compile: {COMPILE_MIN_STEPS - 1} steps < {COMPILE_MIN_STEPS} would not "
+                                 "repay its ~30 s start-up (--compile-if-repaid)")
+    assert "unless --compile" not in short.reason
+    # an explicit --compile / --no-compile wins; without the option the default stays off however long the run
+    assert plan_step(**{**GPU, "planned_steps": 10**6, "compile": False, "compile_if_repaid": True}).compile is False
+    assert plan_step(**{**GPU, "planned_steps": 10**6}).compile is False
+    # eager runs and self-capturing compile modes: no compile, and the reason says why
+    cpu = plan_step(**{**GPU, "device_type": "cpu", "planned_steps": 10**6, "compile_if_repaid": True})
+    assert cpu.mode == "eager" and cpu.compile is False and "compiles graph-mode runs only" in cpu.reason
+    ro = plan_step(**{**GPU, "planned_steps": 10**6, "compile_mode": "reduce-overhead", "compile_if_repaid": True})
+    assert ro.mode == "graph" and ro.compile is False and "captures graphs of its own" in ro.reason

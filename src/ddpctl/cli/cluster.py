@@ -79,7 +79,10 @@ def up(**kw) -> None:
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
     pip = wsopts.pip_options(kw)
+    wsopts.absolute_code_paths(kw, bool(bake))
     spec = dh.up_spec(kw)
+    if not (bake or spec.workspace.dir):
+        wsopts.refuse_unused(pip, spec.workspace.requirements, flag="--bake")
     if bake or spec.workspace.dir:
         from ddpctl.images import bake as baking
 

@@ -16,8 +16,8 @@ def doctor(
     nodes: Annotated[int, typer.Option("--nodes", "-n", help="Nodes of the job (local/compose: all on this host).")] = 1,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", "-g", help="GPUs per node; > 0 adds the NVIDIA "
                                                "runtime, GPU count and driver checks.")] = 0,
-    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Processes per node (default: the GPUs, "
-                                                "or 1 on CPU).")] = 0,
+    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", show_default=False, help="Processes per "
+                                                "node (default: the GPUs, or 1 on CPU).")] = 0,
     workers: Annotated[int, typer.Option("--workers", help="DataLoader workers per process, for the /dev/shm "
                                          "check.")] = 4,
     port: Annotated[int, typer.Option("--port", help="Master port that must be free.")] = 29500,

@@ -98,6 +98,7 @@ def _run(target: str, kw: dict[str, Any]) -> None:
     output: str | None = kw.pop("output")
     dry_run = kw.pop("dry_run", False)
     pip = wsopts.pip_options(kw)
+    wsopts.absolute_code_paths(kw, bool(kw.get("push")))
     spec = so.spec_from_cli(target, kw)
     if spec.workspace.repository:
         from ddpctl.images import bake
@@ -111,11 +112,13 @@ def _run(target: str, kw: dict[str, Any]) -> None:
 
             raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
         spec = bake.bake(spec, push=True, pip=pip)
-    elif dry_run:
-        from ddpctl.errors import UsageError
+    else:
+        wsopts.refuse_unused(pip, None, flag="--push")  # pip's options matter only for a build
+        if dry_run:
+            from ddpctl.errors import UsageError
 
-        raise UsageError("--dry-run applies to --push (what would be built and pushed)",
-                         "add --push REGISTRY/NAME, or drop --dry-run")
+            raise UsageError("--dry-run applies to --push (what would be built and pushed)",
+                             "add --push REGISTRY/NAME, or drop --dry-run")
     files = render_files(target, spec)
     _warn_clear_secrets(target, spec)
     if validate:

@@ -4,16 +4,18 @@ the same flags and checks as ``ddpctl image build``."""
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 Wheelhouse = Annotated[Optional[Path], typer.Option(
-    "--wheelhouse", show_default=False, help="With --push / --bake: directory of wheels pip installs the "
-    "requirements from (offline).")]
+    "--wheelhouse", show_default=False, help="With --push (render) / --bake (up): directory of wheels pip installs "
+    "the requirements from (offline).")]
 IndexUrl = Annotated[Optional[str], typer.Option(
-    "--index-url", show_default=False, help="With --push / --bake: package index (mirror) for the requirements.")]
+    "--index-url", show_default=False, help="With --push (render) / --bake (up): package index (mirror) for the "
+    "requirements.")]
 CaFile = Annotated[Optional[Path], typer.Option(
     "--ca-file", show_default=False, help="With --index-url: CA bundle (PEM) for it.")]
 
@@ -35,3 +37,27 @@ def pip_options(kw: dict[str, Any]):
 
     build_plan(cpu=True, wheelhouse=wheelhouse, index_url=index_url, ca_file=ca_file)
     return PipOptions(wheelhouse, index_url, ca_file)
+
+
+def refuse_unused(pip, requirements: str | None, *, flag: str) -> None:
+    """pip's options and --requirements only matter when a workspace image is built (``flag``: --push for render,
+    --bake for up); given without it they would be silently ignored, so say so."""
+    given = [name for name, value in (("--requirements", requirements), ("--wheelhouse", pip and pip.wheelhouse),
+                                      ("--index-url", pip and pip.index_url), ("--ca-file", pip and pip.ca_file))
+             if value]
+    if given:
+        from ddpctl.errors import UsageError
+
+        what = ", ".join(given)
+        raise UsageError(f"{what} only {'applies' if len(given) == 1 else 'apply'} to a workspace image, built with "
+                         f"{flag}", f"add {flag}" + (" REGISTRY/NAME" if flag == "--push" else "")
+                         + f" (with --workdir DIR), or drop {what}")
+
+
+def absolute_code_paths(kw: dict[str, Any], building: bool) -> None:
+    """With --push / --bake, --workdir and --requirements are read on this machine to build the image, never
+    mounted: make them absolute against the current directory, so '../proj' works (host paths may not contain
+    '..' only because Kubernetes refuses it in a hostPath, which a baked job never has)."""
+    for key in ("workdir", "requirements"):
+        if building and kw.get(key):
+            kw[key] = os.path.abspath(os.path.expanduser(kw[key]))

@@ -21,7 +21,7 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("workspace.repository without a pushed image", lambda s: bool(s.workspace.repository) and not s.baked,
                 "the manifest can only name the code's image once it is built and pushed (by digest)", _FIX,
                 fields=()),
-    Unsupported("workspace.dir", lambda s: bool(s.workspace.dir or s.workspace.requirements),
+    Unsupported("a code directory or requirements without --push (workspace.dir, workspace.requirements)", lambda s: bool(s.workspace.dir or s.workspace.requirements),
                 "the code directory and its requirements are read when the image is built, not by a renderer", _FIX,
                 fields=("workspace.dir", "workspace.requirements")),
 )

@@ -133,7 +133,8 @@ _TABLE: list[Field] = [
           sample=["1"], needs={"gpus_per_node": 1}),
     Field("workdir", lambda ck, p, v: ck.rule(p, rules.host_path, ck.string(p, v), what="workdir"),
           Flag(("--workdir",), str,
-               "Host directory mounted at /workspace and used as working directory (e.g. '.')."),
+               "Host directory with your code, mounted at /workspace as the working directory (e.g. '.'); "
+               "with --bake (up) or --push (render) built into the image instead."),
           sample="/srv/code"),
     Field("user", _string(c.USER_RE, "a user such as 1000:1000, 1000 or root"),
           Flag(("--user",), str,
