@@ -1,4 +1,5 @@
-"""This host's NVIDIA GPUs as ``nvidia-smi`` reports them: the one place ddpctl runs nvidia-smi.
+"""This host's NVIDIA GPUs as ``nvidia-smi`` reports them: the one place ddpctl runs nvidia-smi (``ddpctl doctor``
+runs the same queries through its probes, so its tests can fake them, and reads them with the parsers here).
 
 Three readers, each tolerant of a host without a driver (None / 0 / ``{"present": False}``):
 :func:`driver_version` (``ddpctl image check``), :func:`gpu_count` (``ddpctl up`` and the bench's Docker
@@ -30,14 +31,28 @@ def _run(argv: list[str], timeout: float) -> str | None:
     return res.stdout if res.returncode == 0 else None
 
 
+# The two queries and how their output reads (also used by `ddpctl doctor`, which runs them through its probes).
+DRIVER_QUERY = ["--query-gpu=driver_version", "--format=csv,noheader"]
+GPU_LIST = ["-L"]
+
+
+def parse_driver(out: str | None) -> str | None:
+    """The driver version in DRIVER_QUERY's output (one line per GPU), or None."""
+    lines = [x.strip() for x in (out or "").splitlines() if x.strip()]
+    return lines[0] if lines else None
+
+
+def parse_gpu_count(out: str | None) -> int:
+    """How many GPUs GPU_LIST's output lists."""
+    return sum(1 for x in (out or "").splitlines() if x.startswith("GPU "))
+
+
 def driver_version(nvidia_smi: str | None = None) -> str | None:
     """The host's NVIDIA driver version, or None when there is none."""
     exe = nvidia_smi or shutil.which("nvidia-smi")
     if not exe:
         return None
-    out = _run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], 20)
-    lines = [x.strip() for x in (out or "").splitlines() if x.strip()]
-    return lines[0] if lines else None
+    return parse_driver(_run([exe, *DRIVER_QUERY], 20))
 
 
 def gpu_count(nvidia_smi: str | None = None) -> int:
@@ -45,8 +60,7 @@ def gpu_count(nvidia_smi: str | None = None) -> int:
     exe = nvidia_smi or shutil.which("nvidia-smi")
     if not exe:
         return 0
-    out = _run([exe, "-L"], 20)
-    return sum(1 for x in (out or "").splitlines() if x.startswith("GPU "))
+    return parse_gpu_count(_run([exe, *GPU_LIST], 20))
 
 
 def nvidia_smi(timeout: float = 30.0) -> dict:

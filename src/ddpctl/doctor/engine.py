@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddpctl import host
 from ddpctl.doctor.model import HOOK, Check, Options, ProbeError, Probes
 
 # -------------------------------------------------------------------------------- engine checks
@@ -51,8 +52,8 @@ def check_gpus(opts: Options, p: Probes, state: dict) -> Check:
     if not p.which("nvidia-smi"):
         return Check("GPUs", "fail", f"{need} GPU(s) asked for, but nvidia-smi is not on PATH",
                      "install the NVIDIA driver (it brings nvidia-smi), or run with --gpus-per-node 0")
-    rc, out, err = p.run(["nvidia-smi", "-L"])
-    have = sum(1 for x in out.splitlines() if x.startswith("GPU ")) if rc == 0 else 0
+    rc, out, err = p.run(["nvidia-smi", *host.GPU_LIST])
+    have = host.parse_gpu_count(out) if rc == 0 else 0
     if rc != 0:
         return Check("GPUs", "fail", f"nvidia-smi -L failed ({(err or out).strip()[:120] or rc})",
                      "check the NVIDIA driver (nvidia-smi must list the GPUs)")
@@ -73,9 +74,8 @@ def check_driver(opts: Options, p: Probes, state: dict) -> Check:
         cuda, where = images.CUDA_VERSION, f"{image} not on the engine; assuming the pinned CUDA {images.CUDA_VERSION}"
     driver = None
     if p.which("nvidia-smi"):
-        rc, out, _ = p.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-        lines = [x.strip() for x in out.splitlines() if x.strip()]
-        driver = lines[0] if rc == 0 and lines else None
+        rc, out, _ = p.run(["nvidia-smi", *host.DRIVER_QUERY])
+        driver = host.parse_driver(out) if rc == 0 else None
     verdict = images.driver_supports(cuda or None, driver)
     status = "ok" if verdict.ok else "fail" if verdict.ok is False else "warn"
     fix = "" if verdict.ok else ("upgrade the NVIDIA driver, or use an image built on an older CUDA"
