@@ -1,185 +1,18 @@
-"""``ddpctl up | ps | logs | down``: a local multi-node DDP job, one container per node."""
+"""``ddpctl ps | logs | down``: the jobs that ``ddpctl up`` (:mod:`ddpctl.cli.upcmd`) started."""
 
 from __future__ import annotations
 
-import inspect
-import os
 import re
-import signal
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from ddpctl.cli import specopts as so
-from ddpctl.cli import wsopts
+from ddpctl.cli import upcmd  # noqa: F401  (registers 'up' first: the order --help lists)
 from ddpctl.cli.app import app, err
 from ddpctl.cli.dockerhosts import DockerHostsOpt
-
-
-def _caller() -> str | None:
-    """uid:gid of whoever runs ddpctl: the containers' default user, so files they write are the caller's."""
-    if not hasattr(os, "getuid"):
-        return None
-    return f"{os.getuid()}:{os.getgid()}"
-
-
-def _color(stream) -> bool:
-    return stream.isatty() and "NO_COLOR" not in os.environ
-
-
-_UP_OPTIONS = [
-    inspect.Parameter("detach", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--detach", "-d", help="Start the job and return.")]),
-    inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--dry-run", help="Print the containers and network that would be created (YAML) "
-                                             "and exit.")]),
-    inspect.Parameter("rm", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--rm", help="Remove the job's containers when it ends (attached).")]),
-    inspect.Parameter("bake", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--bake", help="Build the --workdir code (and --requirements) into a workspace image "
-                                          "on the job image and run that, nothing mounted: what a cluster runs.")]),
-    *wsopts.workspace_params(),
-]
-
-
-def up(**kw) -> None:
-    """Run a job on this host: one container per node on a private network, node 0 the master; or across
-    machines: --docker-hosts URL,URL puts node i on Docker host i (host networking, node 0's address the master).
-
-    Attached by default: every line prefixed with its node and global rank ('node-1 rank-3 | ...'), the
-    first failure ends with one line naming its node, rank, exit code and last error line; Ctrl-C (or
-    closing stdout, as '| head' does) stops the job and removes it. With -d it returns at once; use
-    'ddpctl logs' / 'ddpctl ps' / 'ddpctl down'.
-
-    With --max-restarts N (attached only) a node that dies with a retryable exit code (>= 128: killed,
-    OOM-killed, lost peer) restarts the whole job, up to N times, each restart one line on stderr; every
-    node mounts the job's checkpoint directory /checkpoints (a volume <job>-ckpt that 'down' removes, or
-    your own '-v DIR:/checkpoints'), ddp-train writes its checkpoints there and resumes from the newest
-    one ('--resume auto'). A permanent exit code (< 128) ends the job at once.
-
-    Examples:
-
-      ddpctl up --nodes 2 --nproc-per-node 2
-
-      ddpctl up --nodes 2 --max-restarts 3 -- ddp-train --checkpoint-every 50
-
-      ddpctl up --nodes 2 --workdir . -- python my_train.py --epochs 1
-
-      ddpctl up --nodes 2 --workdir . --bake --wheelhouse wheelhouse -- python my_train.py   (as a cluster runs it)
-
-      ddpctl up -f job.yaml -d && ddpctl logs ddp --follow
-
-      ddpctl up -n 2 --docker-hosts ssh://me@gpu1,ssh://me@gpu2 -d
-    """
-    from ddpctl.cli import dockerhosts as dh
-    from ddpctl.local.plan import plan_local
-
-    detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
-    pip = wsopts.pip_options(kw)
-    wsopts.absolute_code_paths(kw, bool(bake))
-    spec = dh.up_spec(kw)
-    if not (bake or spec.workspace.dir):
-        wsopts.refuse_unused(pip, spec.workspace.requirements, flag="--bake")
-    if bake or spec.workspace.dir:
-        from ddpctl.images import bake as baking
-
-        if dry_run:
-            err(baking.plan_text(spec, "up", push=False).rstrip())
-            spec = baking.with_image(spec, baking.planned_ref(spec))
-        else:
-            spec = baking.bake(spec, push=False, pip=pip)
-    from ddpctl.local import executor
-
-    spec, engine = dh.place(spec)
-    several = bool(spec.docker_hosts)  # node i on Docker host i; threads are set in each container (CPUs unknown here)
-    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller(),
-                      host_cpus=None if several else executor.host_cpus(engine))
-    if dry_run:
-        import yaml
-
-        typer.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False), nl=False)
-        return
-
-    if detach and plan.max_restarts:
-        from ddpctl.errors import UsageError
-
-        raise UsageError(f"--max-restarts {plan.max_restarts} needs an attached 'ddpctl up': it is the process "
-                         "that restarts the job, and -d returns at once",
-                         "drop -d (keep it running with nohup or tmux), or use --max-restarts 0")
-    from ddpctl.errors import EngineError
-    from ddpctl.host import gpu_count as host_gpu_count
-    from ddpctl.local import restarts
-
-    t0 = time.monotonic()
-    if several:
-        job = executor.up_hosts(plan, engine, say=err)
-    else:
-        job = executor.up(plan, engine, host_gpus=host_gpu_count() if plan.wants_gpus else 0, say=err)
-    on = f" on {len(spec.docker_hosts)} Docker host(s)" if several else ""
-    where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
-    err(f"job {plan.job}: {len(job.ids)} node(s){on}, world size {plan.world_size}, image {plan.image}"
-        + (f", up to {plan.max_restarts} restart(s), checkpoints in {restarts.CHECKPOINT_DIR} ({where})"
-           if plan.max_restarts else "")
-        + f" (started in {time.monotonic() - t0:.1f}s)")
-    note = restarts.checkpoint_cadence_note(plan.containers[0].argv) if plan.max_restarts else None
-    if note:
-        err(note)
-    if detach:
-        for rank in sorted(job.ids):
-            typer.echo(plan.containers[rank].name)
-        return
-
-    def on_sigterm(signum, frame):  # treat like Ctrl-C
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        finished = executor.supervise(job, engine, color=_color(sys.stdout), say=err)
-    except (KeyboardInterrupt, executor.OutputClosed) as exc:
-        closed = isinstance(exc, executor.OutputClosed)
-        if closed:
-            _silence_stdout()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
-        err(f"{'stdout closed' if closed else 'interrupted'}: stopping job {plan.job}")
-        for cid in list(job.ids.values()):
-            try:
-                engine.stop(cid, timeout=3)
-            except Exception:  # noqa: BLE001 - removal below forces it
-                pass
-        executor.remove_job(engine, plan.job)
-        err(f"job {plan.job} stopped and removed")
-        sys.exit(141 if closed else 130)
-    except EngineError as exc:  # a restart could not create or start the nodes
-        executor.remove_job(engine, plan.job)
-        exc.problem += "; the job was removed"
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, old)
-    if rm:
-        executor.remove_job(engine, plan.job)
-    if finished.failure is not None:
-        raise finished.failure
-    again = f" after {finished.restarts} restart(s)" if finished.restarts else ""
-    err(f"job {plan.job} finished{again}: all {len(job.ids)} node(s) exited 0"
-        + ("" if rm else f"; remove it with 'ddpctl down {plan.job}'"))
-
-
-
-# The spec flags come from the spec's field table (every field whose flag the up command offers).
-app.command("up", context_settings={"allow_interspersed_args": False})(
-    so.install(up, so.command_params("up", _UP_OPTIONS)))
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so that nothing (not even the final flush) writes to a closed pipe."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
+from ddpctl.cli.upcmd import stdout_color
 
 
 @app.command("ps")
@@ -255,7 +88,7 @@ def logs(
             raise UsageError(f"{flag} must be at least 0, got {value}", f"pass e.g. {flag} 0")
     start = _since(since)
     engine = engine_for(docker_hosts)
-    color = _color(sys.stdout)
+    color = stdout_color(sys.stdout)
     nodes = executor.job_nodes(engine, job, node)
     expected = {n: executor.node_ranks(info.command) for n, info in nodes.items()}
     world = max([r.stop for r in expected.values() if r] or [1])

@@ -2,7 +2,7 @@
 
 - ``render``  -> ddpctl.cli.render   (compose | pytorchjob | trainjob | slurm)
 - ``image``   -> ddpctl.cli.image    (build | base | check)
-- ``up/ps/logs/down`` -> ddpctl.cli.cluster
+- ``up`` -> ddpctl.cli.upcmd; ``ps/logs/down`` -> ddpctl.cli.cluster (which registers ``up`` first)
 - ``bench``   -> ddpctl.cli.bench
 - ``doctor``  -> ddpctl.cli.doctor
 - ``validate`` -> ddpctl.cli.validate
