@@ -123,9 +123,19 @@ def test_nccl_socket_ifname_that_matches_nothing(tmp_path):
     (["--target", "aws"], "--target 'aws' is not one of local, compose, k8s, slurm"),
     (["--container", "docker"], "--container 'docker' is not one of none, pyxis, apptainer"),
     (["--nodes", "0"], "--nodes must be >= 1"),
+    (["--nodes", "0:2"], "--nodes must be >= 1"),
+    (["--nodes", "two"], "--nodes 'two' is not a node count or MIN:MAX"),
+    (["--nodes", "4:2"], "--nodes 4:2: MIN is above MAX"),
     (["--port", "70000"], "--port 70000 is not a TCP port"),
 ])
 def test_usage_errors_are_one_line_exit_2(args, needle):
     proc = doctor(*args)
     assert proc.returncode == 2 and needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stdout == ""
+
+
+def test_elastic_nodes_are_checked_for_their_most(tmp_path):
+    """--nodes MIN:MAX (as 'up'/'render' take it): the checks plan for MAX nodes (here 3 x 2 GPUs)."""
+    proc = doctor("--nodes", "1:3", "--gpus-per-node", "2", "--json", path=bin_with(tmp_path))
+    gpus = [c for c in json.loads(proc.stdout)["checks"] if c["name"] == "GPUs"]
+    assert proc.returncode == 1 and gpus and gpus[0]["detail"].startswith("6 GPU(s) asked for"), proc.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Optional
 
 import typer
@@ -13,7 +14,8 @@ from ddpctl.cli.app import app
 @app.command("doctor")
 def doctor(
     target: Annotated[str, typer.Option("--target", "-t", help="local | compose | k8s | slurm.")] = "local",
-    nodes: Annotated[int, typer.Option("--nodes", "-n", help="Nodes of the job (local/compose: all on this host).")] = 1,
+    nodes: Annotated[str, typer.Option("--nodes", "-n", help="Nodes of the job, or MIN:MAX for an elastic job "
+                                       "(checked for MAX; local/compose: all on this host).")] = "1",
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", "-g", help="GPUs per node; > 0 adds the NVIDIA "
                                                "runtime, GPU count and driver checks.")] = 0,
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", show_default=False, help="Processes per "
@@ -53,13 +55,19 @@ def doctor(
                                  ("--network", network, ("bridge", "host"))):
         if value not in allowed:
             raise UsageError(f"{flag} {value!r} is not one of {', '.join(allowed)}", f"pass {flag} {allowed[0]}")
-    for flag, value, low in (("--nodes", nodes, 1), ("--gpus-per-node", gpus_per_node, 0),
+    count = re.fullmatch(r"\s*(\d+)\s*(?::\s*(\d+)\s*)?", nodes)
+    if not count:
+        raise UsageError(f"--nodes {nodes!r} is not a node count or MIN:MAX", "pass e.g. --nodes 2 or --nodes 1:4")
+    low_nodes, most = int(count.group(1)), int(count.group(2) or count.group(1))
+    if low_nodes > most:
+        raise UsageError(f"--nodes {nodes}: MIN is above MAX", f"pass --nodes {most}:{low_nodes}")
+    for flag, value, low in (("--nodes", low_nodes, 1), ("--gpus-per-node", gpus_per_node, 0),
                              ("--nproc-per-node", nproc_per_node, 0), ("--workers", workers, 0)):
         if value < low:
             raise UsageError(f"{flag} must be >= {low}, got {value}", f"pass {flag} {max(low, 1)}")
     if not 1 <= port <= 65535:
         raise UsageError(f"--port {port} is not a TCP port", "pass a port in 1..65535, e.g. --port 29500")
-    opts = dr.Options(target=target, nodes=nodes, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node,
+    opts = dr.Options(target=target, nodes=most, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node,
                       workers=workers, port=port, network=network, image=image, partition=partition,
                       container=container)
     results = dr.run(opts, dr.host_probes())
