@@ -77,6 +77,11 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r50-graphbf-{_n}"] = (_n, R50 + GRAPH + BF16, 20, 60)
     CONFIGS[f"r50-graphddp-{_n}"] = (_n, R50 + GRAPH + ["--graph-reducer", "ddp"], 20, 60)
     CONFIGS[f"r50-graphskip-{_n}"] = (_n, R50 + GRAPH + SKIP, 20, 60)
+    # issue 13, round 4: what the per-step buffer broadcast costs (--no-broadcast-buffers), alone and bucketed
+    CONFIGS[f"r18-graphnobb-{_n}"] = (_n, R18 + GRAPH + ["--no-broadcast-buffers"], 40, 400)
+    CONFIGS[f"r18-graphbk8nobb-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed", "--bucket-mb", "8",
+                                                          "--no-broadcast-buffers"], 40, 400)
+    CONFIGS[f"r18-graphcnobb-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--no-broadcast-buffers"], 40, 400)
 DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
 
 
