@@ -81,6 +81,7 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r18-graphnobb-{_n}"] = (_n, R18 + GRAPH + ["--no-broadcast-buffers"], 40, 400)
     CONFIGS[f"r18-graphbk8nobb-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed", "--bucket-mb", "8",
                                                           "--no-broadcast-buffers"], 40, 400)
+    CONFIGS[f"r18-graphcbk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--graph-reducer", "bucketed"], 40, 400)
     CONFIGS[f"r18-graphcnobb-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--no-broadcast-buffers"], 40, 400)
 DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
 
