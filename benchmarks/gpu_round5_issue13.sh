@@ -56,7 +56,7 @@ before 320 "compile $M GPUs" && tt compileM r18-graphc-$M,r18-graphcbk-$M 60
 el "4. GPU tests"
 if [ -n "$DRY" ] || before 400 "GPU tests"; then
   timeout -k 5 170 $PY -m pytest -q -p no:cacheprovider tests/distributed/test_ddp_train_gpu.py \
-    -k "bucketed or bf16_all_reduce or checkpoint_and_resume or planted_divergence or auto_picks" 2>&1 | tail -40 \
+    -k "bucketed or bf16_all_reduce or checkpoint_and_resume or planted_divergence or auto_picks or deferred" 2>&1 | tail -40 \
     > "$OUT/gpu-tests.log"
   cat "$OUT/gpu-tests.log"
 fi
