@@ -227,8 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "log line says which and why)")
     g.add_argument("--graph-reducer", choices=("flat", "bucketed", "ddp"), default="flat",
                    help="how graph mode averages gradients across ranks: flat (default): one NCCL all-reduce of a flat "
-                   "gradient buffer after the backward, BatchNorm buffers broadcast from rank 0 before each forward "
-                   "(as DDP's broadcast_buffers); bucketed: the same buffer in reverse parameter order, cut into "
+                   "gradient buffer after the backward; rank 0's BatchNorm buffers broadcast outside the graph, only "
+                   "before the steps whose buffers evaluation or the sync check read (the values DDP's per-forward "
+                   "broadcast_buffers gives); bucketed: the same buffer in reverse parameter order, cut into "
                    "buckets of --bucket-mb, each all-reduced as soon as the backward has produced its gradients "
                    "(overlapping the rest of the backward); ddp: DistributedDataParallel built on a side stream with "
                    "static_graph=True, captured with its bucket hooks")
@@ -237,8 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=None,
                    help="cuDNN autotuning (default: on for GPU runs except --strategy dp and --deterministic)")
     g.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=True,
-                   help="DDP re-broadcasts rank 0's buffers (BatchNorm running stats) before every forward; "
-                        "--no-broadcast-buffers skips that per-step collective and lets BN stats drift per rank")
+                   help="every rank takes rank 0's buffers (BatchNorm running stats): DDP (eager runs, --graph-reducer "
+                        "ddp) broadcasts them before every forward; graph mode's flat/bucketed reducers only before "
+                        "the steps whose buffers evaluation or the sync check read, with the same values for every "
+                        "reader; --no-broadcast-buffers: never, BN stats drift per rank")
     g.add_argument("--grad-compression", default="none", choices=["none", "bf16"],
                    help="all-reduce gradients in bf16 (half the bytes): a DDP comm hook in eager mode, a bf16 copy "
                    "of the flat gradient buffer in graph mode")
@@ -293,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     # Test hook, hidden: torch.compile's backend (aot_eager: the same autograd structure as inductor without its
     # C++ kernel builds, which take minutes on the 2-core CI machine); the default is torch.compile's own (inductor)
     g.add_argument("--debug-compile-backend", default=None, help=argparse.SUPPRESS)
+    # Test hook, hidden: graph mode's reducers broadcast the BatchNorm buffers in every step, DDP's way, instead of
+    # only before the steps whose buffers are read (the comparison in tests/distributed/test_buffer_sync_cpu.py)
+    g.add_argument("--debug-per-step-buffer-broadcast", action="store_true", help=argparse.SUPPRESS)
     return p
 
 

@@ -11,7 +11,25 @@ What DDP does, done with plain collectives that a CUDA graph holds as they are:
   weights too), so the backward accumulates straight into the buffer (it is zeroed at the start of each step)
   and the optimizer reads the averaged gradients in place;
 - with ``broadcast_buffers`` (DDP's default), the floating-point buffers (BatchNorm running statistics) are
-  views into one flat buffer that rank 0 broadcasts before every forward, so they stay identical on all ranks.
+  views into one flat buffer that rank 0 broadcasts, so every rank reads rank 0's statistics as under DDP. DDP
+  broadcasts before every forward; these reducers by default (``buffer_sync="deferred"``) only before the
+  forward of a step whose buffers something reads afterwards: ``sync_buffers()``, called eagerly by the training
+  loop, outside the CUDA graph, so the captured step holds one collective less (``buffer_sync="step"``: in every
+  step's ``pre_forward()``, DDP's way, kept for comparison).
+
+Why the deferred broadcast gives every reader the very values of DDP's per-step one (docs/ddp-train.md, "Buffer
+broadcast"): a training-mode forward never reads the running statistics, it only updates them from the batch
+(``x = (1 - momentum) * x + momentum * batch_stat``, or the cumulative average with ``momentum=None``). So
+parameters, gradients and losses never depend on them, and rank 0's own statistics evolve alike either way (it
+only ever receives its own). On another rank, under a per-step broadcast, the statistics after step ``k`` are
+rank 0's from before step ``k`` updated with that rank's own batch ``k`` (not rank 0's after step ``k``): whatever
+the rank held before the broadcast is overwritten. So a broadcast before the forward of step ``k`` alone gives
+every rank after step ``k`` exactly what a broadcast before every step gives, bit for bit; the steps in between
+need none as long as nothing reads the other ranks' statistics after them. The readers on ranks other than 0 are
+the evaluation (each rank evaluates its share of the test set with its own statistics) and the sync check (it
+compares all ranks' buffers); checkpoints hold rank 0's state only. The integer ``num_batches_tracked`` is not
+in the flat buffer (never broadcast here): every rank runs the same number of forwards, so it is the same
+everywhere.
 
 One all-reduce of all gradients after the backward (no overlap with it): for ResNet-18's 44.7 MB that is
 ~0.2 ms on NVLink, against a 4-5 ms step. With ``comm_dtype=torch.bfloat16`` (``--grad-compression bf16``) the
@@ -58,7 +76,12 @@ def _view_like(flat: torch.Tensor, t: torch.Tensor, offset: int) -> torch.Tensor
 
 class FlatAllReduce:
     def __init__(self, module: nn.Module, broadcast_buffers: bool = True, comm_dtype: torch.dtype = torch.float32,
-                 skip_sync: bool = False):
+                 skip_sync: bool = False, buffer_sync: str = "deferred"):
+        if buffer_sync not in ("deferred", "step"):
+            raise ValueError(f"buffer_sync must be 'deferred' or 'step', got {buffer_sync!r}")
+        # "step": rank 0's buffers broadcast in every step's pre_forward(), DDP's way; "deferred": only when the
+        # training loop calls sync_buffers() (before the forward of a step whose buffers are read afterwards)
+        self.buffer_sync = buffer_sync
         self.params = self._layout([p for p in module.parameters() if p.requires_grad])
         _broadcast_from_rank0(list(module.parameters()) + list(module.buffers()))
         dev = self.params[0].device
@@ -97,7 +120,21 @@ class FlatAllReduce:
     def zero_grad(self):
         self.grad.zero_()
 
+    @property
+    def deferred(self) -> bool:
+        """Buffers to broadcast, but not in the step: the caller owes ``sync_buffers()`` before a step whose
+        buffers it reads afterwards."""
+        return self.buffers is not None and self.buffer_sync == "deferred" and not self.skip_sync
+
     def pre_forward(self):
+        """In the step, before the forward: rank 0's buffers broadcast (``buffer_sync="step"`` only)."""
+        if self.buffers is not None and self.buffer_sync == "step" and not self.skip_sync:
+            dist.broadcast(self.buffers, 0)
+
+    def sync_buffers(self):
+        """Collective, eager (never inside a CUDA graph): every rank takes rank 0's buffers now, in place (the
+        captured step's views stay valid). Called before the forward of a step after which another rank's
+        buffers are read, this step ends with the buffers a broadcast before every forward would give."""
         if self.buffers is not None and not self.skip_sync:
             dist.broadcast(self.buffers, 0)
 
@@ -144,10 +181,10 @@ class BucketedAllReduce(FlatAllReduce):
     """
 
     def __init__(self, module: nn.Module, broadcast_buffers: bool = True, comm_dtype: torch.dtype = torch.float32,
-                 bucket_bytes: int = 25 << 20):
+                 bucket_bytes: int = 25 << 20, buffer_sync: str = "deferred"):
         if bucket_bytes <= 0:
             raise ValueError(f"bucket_bytes must be > 0, got {bucket_bytes}")
-        super().__init__(module, broadcast_buffers=broadcast_buffers, comm_dtype=comm_dtype)
+        super().__init__(module, broadcast_buffers=broadcast_buffers, comm_dtype=comm_dtype, buffer_sync=buffer_sync)
         self.names = {id(p): n for n, p in module.named_parameters()}
         # buckets: (start, end) element ranges of the flat buffer, and the parameters in each
         self.bounds, members = [], []

@@ -134,6 +134,9 @@ class Run:
         self.own_reducer = a.graph_reducer in ("flat", "bucketed") and (self.graph_mode or a.debug_reducer_in_eager)
         if a.debug_reducer_in_eager and a.graph_reducer == "ddp":
             raise TrainError("--debug-reducer-in-eager takes --graph-reducer flat or bucketed", EXIT_USAGE)
+        if a.debug_per_step_buffer_broadcast and not self.own_reducer:
+            raise TrainError("--debug-per-step-buffer-broadcast applies to graph mode's flat or bucketed reducer "
+                             "only (or with --debug-reducer-in-eager)", EXIT_USAGE)
         if self.graph_mode and self.warmup_steps <= self.step_plan.warmup_iters \
                 and self.step_plan.warmup_iters + 1 < self.stop_at:
             # the timed window starts after the eager warm-up iterations and the capture
@@ -201,12 +204,15 @@ class Run:
         self.reducer = None
         if self.strategy == "ddp" and self.distributed and self.own_reducer:
             comm_dtype = torch.bfloat16 if a.grad_compression == "bf16" else torch.float32
+            # BatchNorm buffers: rank 0's broadcast only before the steps whose buffers are read afterwards
+            # (_sync_buffers_before_step), not in every step as DDP does; the same values for every reader
+            buffer_sync = "step" if a.debug_per_step_buffer_broadcast else "deferred"
             if a.graph_reducer == "bucketed":
                 self.reducer = BucketedAllReduce(core, broadcast_buffers=a.broadcast_buffers, comm_dtype=comm_dtype,
-                                                 bucket_bytes=int(a.bucket_mb * (1 << 20)))
+                                                 bucket_bytes=int(a.bucket_mb * (1 << 20)), buffer_sync=buffer_sync)
             else:
                 self.reducer = FlatAllReduce(core, broadcast_buffers=a.broadcast_buffers, comm_dtype=comm_dtype,
-                                             skip_sync=a.debug_skip_grad_sync)
+                                             skip_sync=a.debug_skip_grad_sync, buffer_sync=buffer_sync)
             self.model = core
         elif self.strategy == "ddp" and self.distributed:
             with (torch.cuda.stream(self.side_stream) if self.graph_mode else contextlib.nullcontext()):
@@ -239,6 +245,9 @@ class Run:
             else:
                 self.model = torch.compile(self.model, **kw)
         self.graph = None  # the captured step (graph mode, once captured)
+        # the step after which every rank's buffers are those of a per-step broadcast (the reducer has just
+        # broadcast all of them; a resumed run's ranks all loaded rank 0's checkpoint)
+        self.buffers_as_of = self.global_step
         self._unready_said = False
         self.acc = torch.zeros(2, device=self.device)  # this epoch's training loss sum and correct count
         self.capture_s = self.warmup_iters_s = None
@@ -391,6 +400,7 @@ class Run:
 
     @torch.no_grad()
     def evaluate(self):
+        self._buffers_for_reading()
         self.core.eval()
         ev = self.eval_norm
         correct = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -416,6 +426,7 @@ class Run:
         return (c / n if n else float("nan")), (ls / n if n else float("nan"))
 
     def run_sync_check(self):
+        self._buffers_for_reading()
         res = sync_mod.check(self.core, self.args.sync_bn)
         if self.is0:
             if res["bn_stats_drift"]:
@@ -602,6 +613,7 @@ class Run:
             x, y = batch
             interval_data += dt
             self.prof.before(self.global_step)
+            self._sync_buffers_before_step()
             self.warm_left = self.step(x, y, self.warm_left)
             self.samples_done += self.global_batch
             self.sched.step()
@@ -662,6 +674,28 @@ class Run:
                 return res
             timer.resume(self.global_step)
         return None
+
+    def _sync_buffers_before_step(self):
+        """Graph mode's reducers (deferred buffer broadcast): before the forward of a step after which the ranks'
+        buffers may be read (evaluation at an epoch's end or the run's, a sync check), every rank takes rank 0's,
+        eagerly, outside the CUDA graph. The step then ends, on every rank, with exactly the buffers of a broadcast
+        before every forward (flatreduce's docstring: why). Every rank decides alike (from the step counters)."""
+        r = self.reducer
+        if r is None or not r.deferred:
+            return
+        n, every = self.global_step + 1, self.args.sync_check_every
+        if n >= self.stop_at or self.step_in_epoch + 1 >= self.epoch_steps or (every and n % every == 0):
+            r.sync_buffers()
+            self.buffers_as_of = n
+
+    def _buffers_for_reading(self):
+        """Before a read of the ranks' buffers (evaluation, sync check): they are a per-step broadcast's as of
+        this step. A read _sync_buffers_before_step did not foresee gets rank 0's buffers broadcast now (the same
+        on every rank, but on ranks other than 0 not what a per-step broadcast would have left there)."""
+        r = self.reducer
+        if r is not None and r.deferred and self.buffers_as_of != self.global_step:
+            r.sync_buffers()
+            self.buffers_as_of = self.global_step
 
     def _epoch_done(self, epoch, ep_time, outcome):
         """The epoch ran to its end: evaluate (unless --no-eval), then its metrics record and line."""

@@ -174,3 +174,25 @@ def test_two_gpus_graph_bucketed_reducer_matches_flat(tmp_path):
     assert curves["flat"].keys() == curves["bucketed"].keys() and len(curves["flat"]) >= 8
     worst = max(abs(curves["flat"][k] - curves["bucketed"][k]) for k in curves["flat"])
     assert worst < 0.05, {k: (curves["flat"][k], curves["bucketed"][k]) for k in curves["flat"]}
+
+
+@need2
+def test_two_gpus_graph_deferred_buffer_broadcast_reads_the_per_step_values(tmp_path):
+    """The flat reducer broadcasts the BatchNorm buffers only before the steps whose buffers are read (eagerly,
+    between replays), not inside every captured step: with --deterministic, the evaluations, sync checks and final
+    checkpoint are those of the per-step broadcast (hidden --debug-per-step-buffer-broadcast), bit for bit
+    (the CPU form: tests/distributed/test_buffer_sync_cpu.py)."""
+    got = {}
+    for mode, extra in (("deferred", []), ("step", ["--debug-per-step-buffer-broadcast"])):
+        out = tmp_path / mode
+        s = summary(ok(torchrun(2, GRAPH + ["--step-mode", "graph", "--graph-reducer", "flat", "--sync-check-every",
+                                            "20", "--output-dir", str(out), *extra])[0]))
+        assert s["step_mode"] == "graph" and s["sync_check"] == "pass" and s["bn_stats_drift"] > 0
+        rows = [json.loads(ln) for ln in open(out / "metrics.jsonl") if ln.strip()]
+        got[mode] = (s["steps"],
+                     [(r["test_acc"], r["test_loss"]) for r in rows if r["event"] == "epoch"],
+                     [(r["step"], r["result"], r["bn_stats_drift"]) for r in rows if r["event"] == "sync_check"])
+    assert got["deferred"] == got["step"] and len(got["step"][2]) >= 3
+    last = f"ckpt-{got['step'][0]:08d}.pt"
+    c = run(["compare", str(tmp_path / "deferred" / last), str(tmp_path / "step" / last), "--all"])
+    assert c.returncode == 0, c.stdout + c.stderr

@@ -22,7 +22,7 @@ def _worker(rank, world, init_file, out_dir):
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     results = {}
-    for kind in ("ddp", "flat", "flat-bf16"):
+    for kind in ("ddp", "flat", "flat-bf16", "flat-deferred"):
         torch.manual_seed(100 + rank)  # different initial weights per rank: both must take rank 0's
         model = ToyCNN(3, 10).to(memory_format=torch.channels_last)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
@@ -31,18 +31,23 @@ def _worker(rank, world, init_file, out_dir):
             red = None
         else:
             bf16 = kind == "flat-bf16"
+            # "step": rank 0's buffers broadcast before every forward, as DDP does; "deferred" (the default):
+            # only when sync_buffers() is called, here before the last step (the state is read after it)
             net, red = model, FlatAllReduce(model, broadcast_buffers=True,
-                                            comm_dtype=torch.bfloat16 if bf16 else torch.float32)
+                                            comm_dtype=torch.bfloat16 if bf16 else torch.float32,
+                                            buffer_sync="deferred" if kind == "flat-deferred" else "step")
             assert (red.comm is not None) == bf16
             assert all(p.grad.data_ptr() >= red.grad.data_ptr() for p in model.parameters())
             assert model.features[0][0].weight.grad.stride() == model.features[0][0].weight.stride()
         g = torch.Generator().manual_seed(7 + rank)  # each rank its own batches
-        for _ in range(4):
+        for step in range(4):
             x = torch.randn(8, 3, 16, 16, generator=g).contiguous(memory_format=torch.channels_last)
             y = torch.randint(0, 10, (8,), generator=g)
             if red is None:
                 opt.zero_grad(set_to_none=True)
             else:
+                if kind == "flat-deferred" and step == 3:
+                    red.sync_buffers()
                 red.zero_grad()
                 red.pre_forward()
             loss = nn.functional.cross_entropy(net(x), y)
@@ -71,6 +76,8 @@ def test_flat_all_reduce_matches_ddp(tmp_path):
         # included: both broadcast rank 0's before each forward, then each rank updates them from its batch
         for r in (r0, r1):
             torch.testing.assert_close(r["flat"][k], r["ddp"][k], rtol=1e-5, atol=1e-6, msg=k)
+            # the deferred broadcast, made before the last step only: the same state, bit for bit
+            assert torch.equal(r["flat-deferred"][k], r["flat"][k]), k
         if "running" not in k and "num_batches" not in k:  # parameters: identical across ranks
             assert torch.equal(r0["flat"][k], r1["flat"][k]), k
             assert torch.equal(r0["flat-bf16"][k], r1["flat-bf16"][k]), k
