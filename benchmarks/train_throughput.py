@@ -81,6 +81,7 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r18-graphnobb-{_n}"] = (_n, R18 + GRAPH + ["--no-broadcast-buffers"], 40, 400)
     CONFIGS[f"r18-graphbk8nobb-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed", "--bucket-mb", "8",
                                                           "--no-broadcast-buffers"], 40, 400)
+    CONFIGS[f"r18-graphcbk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--graph-reducer", "bucketed"], 40, 400)
     CONFIGS[f"r18-graphcnobb-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--no-broadcast-buffers"], 40, 400)
     # issue 13, round 5: torch.compile block by block (--compile-scope blocks), so the bucketed reducer's hooks fire
     # per block and its all-reduces overlap the compiled backward; flat for the 1-GPU cost of the smaller regions

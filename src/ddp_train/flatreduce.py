@@ -7,9 +7,13 @@ produced all of its gradients, overlapping the rest of the backward (``BucketedA
 What DDP does, done with plain collectives that a CUDA graph holds as they are:
 
 - at construction, rank 0's parameters and buffers are broadcast, so every rank starts from the same state;
-- each parameter's ``.grad`` is a view into ``self.grad`` with the parameter's own strides (channels_last
-  weights too), so the backward accumulates straight into the buffer (it is zeroed at the start of each step)
-  and the optimizer reads the averaged gradients in place;
+- each parameter's ``.grad`` is set to None at the start of a step, so autograd's AccumulateGrad keeps the
+  gradient the backward produced as it is (no kernel), exactly as a single-GPU step with
+  ``zero_grad(set_to_none=True)`` does; before the all-reduce one multi-tensor copy moves them into ``self.grad``
+  and each ``.grad`` becomes a view into it with the parameter's own strides (channels_last weights too), so the
+  optimizer reads the averaged gradients in place. (Accumulating into the zeroed buffer instead costs a 45 MB
+  memset and one read-modify-write kernel per parameter: ~0.2 ms per ResNet-18 step on an H100, measured with
+  the collectives switched off, docs/BENCHMARKS.md round 4);
 - with ``broadcast_buffers`` (DDP's default), the floating-point buffers (BatchNorm running statistics) are
   views into one flat buffer that rank 0 broadcasts, so every rank reads rank 0's statistics as under DDP. DDP
   broadcasts before every forward; these reducers by default (``buffer_sync="deferred"``) only before the
@@ -94,8 +98,10 @@ class FlatAllReduce:
         # diagnosis only (hidden --debug-skip-grad-sync): no collective at all, so ranks drift apart
         self.skip_sync = skip_sync
         off = 0
+        self.views = []  # each parameter's slice of self.grad, with the parameter's shape and strides
         for p in self.params:
-            p.grad = _view_like(self.grad, p, off)
+            self.views.append(_view_like(self.grad, p, off))
+            p.grad = self.views[-1]
             off += p.numel()
         self.buffers = None
         if broadcast_buffers:
@@ -118,7 +124,26 @@ class FlatAllReduce:
         return params
 
     def zero_grad(self):
-        self.grad.zero_()
+        """Before the forward: no gradients, so the backward's own tensors become ``.grad`` (no copy, no add)."""
+        for p in self.params:
+            p.grad = None
+
+    def _gather(self, params, views):
+        """Move the backward's gradients of ``params`` into their ``views`` of the flat buffer (one multi-tensor
+        copy; zeros for a parameter the backward did not reach) and point each ``.grad`` at its view."""
+        src, dst, zero = [], [], []
+        for p, v in zip(params, views, strict=True):
+            g = p.grad
+            if g is None:
+                zero.append(v)
+            elif g.data_ptr() != v.data_ptr():  # already the view: nothing to move (grad written into the buffer)
+                src.append(g)
+                dst.append(v)
+            p.grad = v
+        if dst:
+            torch._foreach_copy_(dst, src)
+        if zero:
+            torch._foreach_zero_(zero)
 
     @property
     def deferred(self) -> bool:
@@ -139,6 +164,7 @@ class FlatAllReduce:
             dist.broadcast(self.buffers, 0)
 
     def all_reduce(self):
+        self._gather(self.params, self.views)
         if self.skip_sync:
             return
         t = self.grad
@@ -201,6 +227,8 @@ class BucketedAllReduce(FlatAllReduce):
             self.bounds.append((start, off))
             members.append(cur)
         self.bucket_params = members
+        by_id = {id(p): v for p, v in zip(self.params, self.views, strict=True)}
+        self.bucket_views = [[by_id[id(p)] for p in ps] for ps in members]
         self.sizes = [len(m) for m in members]
         self.pending = list(self.sizes)
         self.ready = [False] * len(members)
@@ -238,6 +266,7 @@ class BucketedAllReduce(FlatAllReduce):
 
     def _launch(self, i):
         a, b = self.bounds[i]
+        self._gather(self.bucket_params[i], self.bucket_views[i])
         t = self.grad[a:b]
         if self.comm is not None:
             self.comm[a:b].copy_(t)

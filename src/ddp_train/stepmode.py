@@ -9,10 +9,10 @@ hundreds of kernels and NCCL calls. It costs a second or so at start (the warm-u
 steps; the capture itself is well under a second), which a run of ``GRAPH_MIN_STEPS`` steps repays.
 ``torch.compile`` fuses kernels further (fewer, larger kernels in the captured step) but costs tens of seconds of
 compilation at start; ``--compile`` combines it with the graph (the compiled forward and backward are captured
-like the eager ones). ``auto`` leaves it off: measured on 4x H100 it gave +25 % img/s on one GPU for ~30 s more
-start-up, but its loss-curve check against the eager run has not passed on a GPU yet (docs/BENCHMARKS.md), so it
-is not a default. ``--compile-if-repaid`` is the rule prepared for when it may be: compile a graph-mode run only
-if it plans at least ``COMPILE_MIN_STEPS`` steps (the measured break-even), and say so in the reason.
+like the eager ones). ``auto`` (neither ``--compile`` nor ``--no-compile``) compiles a graph-mode run only if it
+plans at least ``COMPILE_MIN_STEPS`` steps (the measured break-even of its start-up), and the reason says so;
+``--no-compile-if-repaid`` turns that rule off (compile only with ``--compile``). It became the default once the
+compiled run's loss curve matched the eager run's on a GPU (docs/BENCHMARKS.md, issue 13 round 4).
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from dataclasses import dataclass, replace
 from .config import GRAPH_MIN_STEPS
 from .errors import EXIT_USAGE, TrainError
 
-# --compile-if-repaid: torch.compile for graph-mode runs long enough to repay its start-up. Measured on 4x H100
-# (docs/BENCHMARKS.md, ResNet-18 CIFAR, batch 256, cold inductor cache): start-up 37.8 s with compile against
-# 7.4 s without, 4.15 ms per step against 5.19 ms on one GPU: 30.4 s / 1.04 ms = ~29,200 steps to break even.
+# auto compile (--compile-if-repaid, the default): torch.compile for graph-mode runs long enough to repay its
+# start-up. Measured (docs/BENCHMARKS.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100, round 2:
+# start-up 37.8 s with compile against 7.4 s without, 4.15 against 5.19 ms per step on one GPU: 30.4 s / 1.04 ms =
+# ~29,200 steps; 2x H100, round 4: 31.8 s against 6.6-13.1 s, 4.08 against 5.17 ms: ~23,000 steps. The larger one,
+# rounded up, is the threshold.
 COMPILE_EXTRA_STARTUP_S = 30.4
 COMPILE_SAVED_S_PER_STEP = 0.00104
 COMPILE_MIN_STEPS = 30_000
@@ -70,18 +72,19 @@ def graph_blockers(*, device_type: str, strategy: str, precision: str, compile: 
 
 def plan_step(*, requested: str, device_type: str, strategy: str, precision: str, compile: bool | None,
               compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int,
-              distributed: bool, graph_reducer: str = "flat", compile_if_repaid: bool = False) -> StepPlan:
+              distributed: bool, graph_reducer: str = "flat", compile_if_repaid: bool = True) -> StepPlan:
     """The step mode of a run. ``compile``: True/False as asked, None for auto. ``planned_steps``: the optimizer
     steps this process will run (after a resume: the steps left). ``compile_if_repaid``: with ``compile`` None,
-    compile a graph-mode run of at least ``COMPILE_MIN_STEPS`` steps (``--compile-if-repaid``)."""
+    compile a graph-mode run of at least ``COMPILE_MIN_STEPS`` steps (the default; ``--no-compile-if-repaid``
+    turns it off)."""
     plan = _plan(requested=requested, device_type=device_type, strategy=strategy, precision=precision,
                  compile=compile, compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
                  planned_steps=planned_steps, distributed=distributed, graph_reducer=graph_reducer)
     if not compile_if_repaid or compile is not None:
         return plan
-    tag = "(--compile-if-repaid)"
-    if plan.mode != "graph":
-        return replace(plan, reason=f"{plan.reason}; no torch.compile: {tag} compiles graph-mode runs only")
+    tag = "(auto)"
+    if plan.mode != "graph":  # eager runs are never compiled by the rule; nothing to add to their reason
+        return plan
     if compile_mode in CAPTURING_COMPILE_MODES:
         return replace(plan, reason=f"{plan.reason}; no torch.compile: {tag} with --compile-mode {compile_mode}, "
                                     "which captures graphs of its own")
@@ -119,5 +122,5 @@ def _plan(*, requested, device_type, strategy, precision, compile, compile_mode,
                         "its warm-up", 0)
     reason = f"{planned_steps} steps planned >= {GRAPH_MIN_STEPS}; warm-up and capture cost ~1 s"
     if compile is None:
-        reason += "; no torch.compile unless --compile (~30 s more start-up; not validated as a default)"
+        reason += "; no torch.compile unless --compile (--no-compile-if-repaid)"
     return StepPlan("graph", want_compile, reason, warm)

@@ -450,7 +450,7 @@ class Run:
         if r is None:
             self.opt.zero_grad(set_to_none=True)  # Python only: backward then writes (not adds) the gradients
         else:
-            r.zero_grad()  # the flat gradient buffer: the backward adds into it
+            r.zero_grad()  # as above; all_reduce() moves the gradients into its flat buffer
             r.pre_forward()
         with self.autocast():
             out = self.model(x)

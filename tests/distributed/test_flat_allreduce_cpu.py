@@ -53,7 +53,13 @@ def _worker(rank, world, init_file, out_dir):
             loss = nn.functional.cross_entropy(net(x), y)
             loss.backward()
             if red is not None:
+                # the backward's own gradient tensors (set_to_none, no accumulation into the zeroed buffer) ...
+                lo, hi = red.grad.data_ptr(), red.grad.data_ptr() + red.grad.numel() * red.grad.element_size()
+                assert not any(lo <= p.grad.data_ptr() < hi for p in model.parameters())
                 red.all_reduce()
+                # ... moved into it before the all-reduce: the optimizer reads views of the averaged buffer
+                assert all(lo <= p.grad.data_ptr() < hi for p in model.parameters())
+                assert model.features[0][0].weight.grad.stride() == model.features[0][0].weight.stride()
             opt.step()
         results[kind] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         if kind == "flat-bf16":

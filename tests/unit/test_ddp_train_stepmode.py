@@ -24,9 +24,10 @@ def test_auto_short_run_stays_eager_and_says_why():
     assert p.mode == "eager" and f"fewer than {GRAPH_MIN_STEPS}" in p.reason
 
 
-def test_compile_only_when_asked():
-    assert plan_step(**{**GPU, "planned_steps": 10**6}).compile is False
-    assert "no torch.compile unless --compile" in plan_step(**GPU).reason
+def test_compile_when_asked_or_repaid():
+    assert plan_step(**{**GPU, "planned_steps": 10**6, "compile_if_repaid": False}).compile is False
+    assert "no torch.compile unless --compile" in plan_step(**{**GPU, "compile_if_repaid": False}).reason
+    assert "no torch.compile: 1000 steps < 30000 would not repay" in plan_step(**GPU).reason
     assert plan_step(**{**GPU, "compile": True}).compile is True
     assert plan_step(**{**GPU, "compile": True}).describe().startswith("whole step in one CUDA graph + torch.compile")
     assert plan_step(**{**GPU, "device_type": "cpu", "compile": True}).compile is True  # eager + compile, as before
@@ -71,17 +72,19 @@ def test_compile_if_repaid_compiles_long_graph_runs_only_and_says_so():
     assert long.mode == "graph" and long.compile is True
     assert long.describe() == (f"whole step in one CUDA graph + torch.compile: {COMPILE_MIN_STEPS} steps planned >= "
                                f"{GRAPH_MIN_STEPS}; warm-up and capture cost ~1 s; torch.compile: {COMPILE_MIN_STEPS} "
-                               f"steps >= {COMPILE_MIN_STEPS} repay its ~30 s start-up (--compile-if-repaid)")
+                               f"steps >= {COMPILE_MIN_STEPS} repay its ~30 s start-up (auto)")
     short = plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS - 1, "compile_if_repaid": True})
     assert short.mode == "graph" and short.compile is False
     assert short.reason.endswith(f"no torch.compile: {COMPILE_MIN_STEPS - 1} steps < {COMPILE_MIN_STEPS} would not "
-                                 "repay its ~30 s start-up (--compile-if-repaid)")
+                                 "repay its ~30 s start-up (auto)")
     assert "unless --compile" not in short.reason
-    # an explicit --compile / --no-compile wins; without the option the default stays off however long the run
+    # an explicit --compile / --no-compile wins; the rule is the default; --no-compile-if-repaid turns it off
     assert plan_step(**{**GPU, "planned_steps": 10**6, "compile": False, "compile_if_repaid": True}).compile is False
-    assert plan_step(**{**GPU, "planned_steps": 10**6}).compile is False
+    assert plan_step(**{**GPU, "planned_steps": 10**6}).compile is True
+    off = plan_step(**{**GPU, "planned_steps": 10**6, "compile_if_repaid": False})
+    assert off.compile is False and off.reason.endswith("no torch.compile unless --compile (--no-compile-if-repaid)")
     # eager runs and self-capturing compile modes: no compile, and the reason says why
     cpu = plan_step(**{**GPU, "device_type": "cpu", "planned_steps": 10**6, "compile_if_repaid": True})
-    assert cpu.mode == "eager" and cpu.compile is False and "compiles graph-mode runs only" in cpu.reason
+    assert cpu.mode == "eager" and cpu.compile is False and cpu.reason == "CUDA graphs need a GPU"
     ro = plan_step(**{**GPU, "planned_steps": 10**6, "compile_mode": "reduce-overhead", "compile_if_repaid": True})
     assert ro.mode == "graph" and ro.compile is False and "captures graphs of its own" in ro.reason
