@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
                    help="torch.compile mode (reduce-overhead uses CUDA graphs to cut per-kernel launch cost)")
     g.add_argument("--compile-scope", choices=("model", "blocks"), default="model",
-                   help="with --compile: model (default): the whole model in one torch.compile; blocks: the stem, "
+                   help="what --compile (or the auto rule, --compile-if-repaid) compiles: model (default): the whole model in one torch.compile; blocks: the stem, "
                    "every residual block and the head compiled one by one (" + ", ".join(COMPILE_UNIT_MODELS)
                    + "), so each block's backward is its own autograd node and --graph-reducer bucketed's all-"
                    "reduces start while the earlier blocks' backward still runs (with model, all gradients appear "
@@ -331,8 +331,9 @@ def parse_args(argv):
     args.checkpoint_interval = interval
     if args.compile_scope == "blocks":
         if not (args.compile or (args.compile is None and args.compile_if_repaid)):
-            raise TrainError("--compile-scope blocks chooses what --compile compiles; add --compile (or "
-                             "--compile-if-repaid), or drop --compile-scope", EXIT_USAGE)
+            raise TrainError("--compile-scope blocks chooses what torch.compile compiles, but this run never "
+                             "compiles (" + ("--no-compile" if args.compile is False else "--no-compile-if-repaid")
+                             + "); add --compile, or drop --compile-scope", EXIT_USAGE)
         if args.model not in COMPILE_UNIT_MODELS:
             raise TrainError(f"--compile-scope blocks: model {args.model} names no compile units (models that do: "
                              f"{', '.join(COMPILE_UNIT_MODELS)}); use --compile-scope model", EXIT_USAGE)

@@ -113,8 +113,9 @@ def test_every_unit_model_names_units_and_the_rest_refuse():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--compile-scope", "blocks"], "add --compile (or --compile-if-repaid), or drop --compile-scope"),
-    (["--no-compile", "--compile-scope", "blocks"], "add --compile"),
+    (["--no-compile", "--compile-scope", "blocks"],
+     "but this run never compiles (--no-compile); add --compile, or drop --compile-scope"),
+    (["--no-compile-if-repaid", "--compile-scope", "blocks"], "never compiles (--no-compile-if-repaid); add --compile"),
     (["--compile", "--compile-scope", "blocks", "--workload", "mnist"],
      "model mnist-cnn names no compile units (models that do: toy-cnn, resnet18, pyramidnet, resnet50); "
      "use --compile-scope model"),
