@@ -10,6 +10,8 @@ from .errors import EXIT_USAGE, TrainError
 
 WORKLOADS = ("toy", "mnist", "cifar10", "imagenet-synthetic")
 MODELS = ("toy-cnn", "mnist-cnn", "resnet18", "pyramidnet", "resnet50")
+# models with compile_units() (ddp_train.models), which --compile-scope blocks compiles one by one
+COMPILE_UNIT_MODELS = ("toy-cnn", "resnet18", "pyramidnet", "resnet50")
 # auto step mode: the whole-step CUDA graph (warm-up + capture cost about a second) for runs at least this long
 GRAPH_MIN_STEPS = 100
 
@@ -212,6 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--compile-mode", default="default",
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
                    help="torch.compile mode (reduce-overhead uses CUDA graphs to cut per-kernel launch cost)")
+    g.add_argument("--compile-scope", choices=("model", "blocks"), default="model",
+                   help="what --compile (or the auto rule, --compile-if-repaid) compiles: model (default): the whole model in one torch.compile; blocks: the stem, "
+                   "every residual block and the head compiled one by one (" + ", ".join(COMPILE_UNIT_MODELS)
+                   + "), so each block's backward is its own autograd node and --graph-reducer bucketed's all-"
+                   "reduces start while the earlier blocks' backward still runs (with model, all gradients appear "
+                   "at the end of one compiled backward: no overlap); checkpoints are the same either way")
     g.add_argument("--step-mode", choices=("auto", "eager", "graph"), default="auto",
                    help="graph: capture the whole training step (forward, backward, DDP all-reduce, optimizer) in "
                    "one CUDA graph and replay it; eager: run it op by op; auto (default): graph on a GPU for runs "
@@ -285,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     # Test hook, hidden: graph mode's reducer (--graph-reducer flat|bucketed) in eager steps too, so the training
     # loop's use of it runs on CPU/gloo (tests/distributed/test_bucketed_allreduce_cpu.py); eager runs use DDP otherwise
     g.add_argument("--debug-reducer-in-eager", action="store_true", help=argparse.SUPPRESS)
+    # Test hook, hidden: torch.compile's backend (aot_eager: the same autograd structure as inductor without its
+    # C++ kernel builds, which take minutes on the 2-core CI machine); the default is torch.compile's own (inductor)
+    g.add_argument("--debug-compile-backend", default=None, help=argparse.SUPPRESS)
     # Test hook, hidden: graph mode's reducers broadcast the BatchNorm buffers in every step, DDP's way, instead of
     # only before the steps whose buffers are read (the comparison in tests/distributed/test_buffer_sync_cpu.py)
     g.add_argument("--debug-per-step-buffer-broadcast", action="store_true", help=argparse.SUPPRESS)
@@ -318,6 +329,18 @@ def parse_args(argv):
                              f"{interval.steps} disagree on the steps; keep one of them", EXIT_USAGE)
         interval = CheckpointInterval(args.checkpoint_every, interval.seconds)
     args.checkpoint_interval = interval
+    if args.compile_scope == "blocks":
+        if not (args.compile or (args.compile is None and args.compile_if_repaid)):
+            raise TrainError("--compile-scope blocks chooses what torch.compile compiles, but this run never "
+                             "compiles (" + ("--no-compile" if args.compile is False else "--no-compile-if-repaid")
+                             + "); add --compile, or drop --compile-scope", EXIT_USAGE)
+        if args.model not in COMPILE_UNIT_MODELS:
+            raise TrainError(f"--compile-scope blocks: model {args.model} names no compile units (models that do: "
+                             f"{', '.join(COMPILE_UNIT_MODELS)}); use --compile-scope model", EXIT_USAGE)
+        if args.strategy == "dp":
+            raise TrainError("--compile-scope blocks does not work with --strategy dp (DataParallel's replicas "
+                             "would run the original blocks' compiled code); use --strategy ddp or "
+                             "--compile-scope model", EXIT_USAGE)
     if args.warmup_epochs < 0:
         raise TrainError("--warmup-epochs must be >= 0", EXIT_USAGE)
     return args

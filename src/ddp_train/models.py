@@ -9,6 +9,17 @@ from torch import nn
 from .errors import EXIT_DEPENDENCY, EXIT_USAGE, TrainError
 
 
+class ConvBNReLU(nn.Sequential):
+    """conv-BN-ReLU. Sequential's layout (state_dict keys ``0.weight``, ``1.running_mean``, ...) with a forward of
+    its own: torch.compile skips frames of torch.nn's own code, so compiling a plain ``nn.Sequential`` in place
+    (``module.compile()``, ``--compile-scope blocks``) would compile nothing."""
+
+    def forward(self, x):
+        for m in self:
+            x = m(x)
+        return x
+
+
 class ToyCNN(nn.Module):
     """A small ConvNet for 32x32x3 inputs (the quick default workload)."""
 
@@ -16,14 +27,19 @@ class ToyCNN(nn.Module):
         super().__init__()
 
         def block(cin, cout):
-            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+            return ConvBNReLU(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
 
         self.features = nn.Sequential(block(in_channels, 16), nn.MaxPool2d(2), block(16, 32), nn.MaxPool2d(2), block(32, 64))
         self.fc = nn.Linear(64, num_classes)
 
-    def forward(self, x):
-        x = self.features(x)
+    def head(self, x):
         return self.fc(x.mean((2, 3)))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+    def compile_units(self) -> list[str]:
+        return ["features.0", "features.2", "features.4", "head"]
 
 
 class MnistCNN(nn.Module):
@@ -80,10 +96,17 @@ class ResNet18Cifar(nn.Module):
         self.layers = nn.Sequential(*layers)
         self.fc = nn.Linear(512, num_classes)
 
-    def forward(self, x):
-        x = F.relu(self.bn1(self.conv1(x)), inplace=True)
-        x = self.layers(x)
+    def stem(self, x):
+        return F.relu(self.bn1(self.conv1(x)), inplace=True)
+
+    def head(self, x):
         return self.fc(x.mean((2, 3)))
+
+    def forward(self, x):
+        return self.head(self.layers(self.stem(x)))
+
+    def compile_units(self) -> list[str]:
+        return ["stem", *(f"layers.{i}" for i in range(len(self.layers))), "head"]
 
 
 class PyramidBlock(nn.Module):
@@ -128,10 +151,17 @@ class PyramidNet(nn.Module):
         self.bn_final = nn.BatchNorm2d(cin)
         self.fc = nn.Linear(cin, num_classes)
 
+    def stem(self, x):
+        return self.bn1(self.conv1(x))
+
+    def head(self, x):
+        return self.fc(F.relu(self.bn_final(x), inplace=True).mean((2, 3)))
+
     def forward(self, x):
-        x = self.blocks(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn_final(x), inplace=True)
-        return self.fc(x.mean((2, 3)))
+        return self.head(self.blocks(self.stem(x)))
+
+    def compile_units(self) -> list[str]:
+        return ["stem", *(f"blocks.{i}" for i in range(len(self.blocks))), "head"]
 
 
 class Bottleneck(nn.Module):
@@ -181,10 +211,18 @@ class ResNet50(nn.Module):
             if isinstance(m, Bottleneck):
                 nn.init.zeros_(m.bn3.weight)  # zero-init the last BN of each residual branch
 
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x)), inplace=True), 3, 2, 1)
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+    def stem(self, x):
+        return F.max_pool2d(F.relu(self.bn1(self.conv1(x)), inplace=True), 3, 2, 1)
+
+    def head(self, x):
         return self.fc(x.mean((2, 3)))
+
+    def forward(self, x):
+        return self.head(self.layer4(self.layer3(self.layer2(self.layer1(self.stem(x))))))
+
+    def compile_units(self) -> list[str]:
+        stages = (self.layer1, self.layer2, self.layer3, self.layer4)
+        return ["stem", *(f"layer{s + 1}.{i}" for s, st in enumerate(stages) for i in range(len(st))), "head"]
 
 
 def build_model(name: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module:

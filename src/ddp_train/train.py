@@ -15,8 +15,8 @@ import torch.distributed as dist
 from torch import nn
 
 from . import checkpoint as ckpt_mod
+from . import compilescope, preempt, stepmode
 from . import data as data_mod
-from . import preempt, stepmode
 from . import summary as summary_mod
 from . import sync as sync_mod
 from . import threads as threads_mod
@@ -235,8 +235,15 @@ class Run:
             self.model = nn.DataParallel(core)
         else:
             self.model = core
+        self.compile_units = None  # --compile-scope blocks: the names of the units compiled one by one
         if self.step_plan.compile:
-            self.model = torch.compile(self.model, mode=None if a.compile_mode == "default" else a.compile_mode)
+            kw = dict(mode=None if a.compile_mode == "default" else a.compile_mode)
+            if a.debug_compile_backend:
+                kw["backend"] = a.debug_compile_backend
+            if a.compile_scope == "blocks":  # in place: self.model (DDP or not) runs the compiled units
+                self.compile_units = compilescope.compile_units(core, **kw)
+            else:
+                self.model = torch.compile(self.model, **kw)
         self.graph = None  # the captured step (graph mode, once captured)
         # the step after which every rank's buffers are those of a per-step broadcast (the reducer has just
         # broadcast all of them; a resumed run's ranks all loaded rank 0's checkpoint)
@@ -257,7 +264,9 @@ class Run:
             world_size=self.world, strategy=self.strategy, backend=self.backend, launch=self.launch.mode,
             workload=a.workload, model=a.model, device=str(self.device), device_name=device_name(self.device),
             data=src, data_pipeline=self.pipeline, precision=self.precision, channels_last=self.channels_last,
-            compile=self.step_plan.compile, step_mode=self.step_plan.mode,
+            compile=self.step_plan.compile,
+            compile_scope=a.compile_scope if self.step_plan.compile else None,
+            compile_units=len(self.compile_units) if self.compile_units else None, step_mode=self.step_plan.mode,
             graph_reducer=(a.graph_reducer if (self.graph_mode or self.own_reducer) and self.distributed else None),
             graph_buckets=(len(self.reducer.bounds) if isinstance(self.reducer, BucketedAllReduce) else None),
             grad_compression=a.grad_compression if self.distributed and self.world > 1 else "none", sync_bn=a.sync_bn,
@@ -402,7 +411,7 @@ class Run:
         for s in range(0, idx.numel(), bs):
             b = idx[s:s + bs]
             x, y = ev.normalize(ev.images[b]), ev.labels[b]
-            with self.autocast():
+            with self.autocast(), (compilescope.eval_eager() if self.compile_units else contextlib.nullcontext()):
                 out = self.core(x)
             loss_sum += nn.functional.cross_entropy(out.float(), y, reduction="sum").double()
             correct += (out.argmax(1) == y).sum().double()
