@@ -118,8 +118,9 @@ def test_two_gpus_graph_sync_check_checkpoint_and_resume(tmp_path):
 def test_two_gpus_graph_catches_planted_divergence():
     r = torchrun(2, GRAPH + ["--epochs", "1", "--step-mode", "graph", "--debug-perturb-rank", "1"])[0]
     s = summary(r)
-    assert r.returncode == 4 and s["sync_check"] == "fail" and "conv1.weight" in s["sync_mismatched"], \
-        (r.returncode, s, r.stdout[-3000:], r.stderr[-3000:])
+    assert s["sync_check"] == "fail" and "conv1.weight" in s["sync_mismatched"], s
+    # torchrun itself exits 1 when a worker fails; the workers' own code (4: sync check failed) is in its report
+    assert r.returncode == 1 and "exitcode  : 4" in r.stderr, (r.returncode, r.stderr[-3000:])
 
 
 def test_graph_with_adamw_and_compile_runs():
