@@ -8,6 +8,7 @@ and its rendezvous are real.
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -43,8 +44,10 @@ _SCONTROL = """#!/bin/sh
 [ "$1" = show ] && [ "$2" = hostnames ] || exit 3
 echo 127.0.0.1; echo 127.0.0.1
 """
-_REPORT = ("import json, os; print('RANKINFO ' + json.dumps({k: os.environ[k] for k in "
-           "('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'GROUP_RANK', 'MASTER_ADDR')}))")
+# one write() per rank: two ranks of a node share one output file, and print()'s separate newline write let
+# their lines interleave ('RANKINFO {...}RANKINFO {...}' seen once on a loaded 2-core VM)
+_REPORT = ("import json, os; os.write(1, ('RANKINFO ' + json.dumps({k: os.environ[k] for k in "
+           "('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'GROUP_RANK', 'MASTER_ADDR')}) + '\\n').encode())")
 
 
 def _free_port() -> int:
@@ -73,8 +76,7 @@ def test_sbatch_script_rendezvous_gives_distinct_ranks(tmp_path, nodes, nproc):
                             timeout=300)
     outs = [(tmp_path / f"node-{i}.out").read_text() for i in range(nodes)]
     assert result.returncode == 0, result.stderr + "\n".join(outs)
-    infos = [json.loads(line.split("RANKINFO ", 1)[1]) for out in outs for line in out.splitlines()
-             if "RANKINFO " in line]
+    infos = [json.loads(m) for out in outs for m in re.findall(r"RANKINFO (\{[^{}]*\})", out)]
     world = nodes * nproc
     assert len(infos) == world
     assert sorted(int(i["RANK"]) for i in infos) == list(range(world))
