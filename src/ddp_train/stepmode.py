@@ -72,11 +72,16 @@ def graph_blockers(*, device_type: str, strategy: str, precision: str, compile: 
 
 def plan_step(*, requested: str, device_type: str, strategy: str, precision: str, compile: bool | None,
               compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int,
-              distributed: bool, graph_reducer: str = "flat", compile_if_repaid: bool = True) -> StepPlan:
+              distributed: bool, graph_reducer: str = "flat", compile_if_repaid: bool = True,
+              compile_blocker: str | None = None) -> StepPlan:
     """The step mode of a run. ``compile``: True/False as asked, None for auto. ``planned_steps``: the optimizer
     steps this process will run (after a resume: the steps left). ``compile_if_repaid``: with ``compile`` None,
     compile a graph-mode run of at least ``COMPILE_MIN_STEPS`` steps (the default; ``--no-compile-if-repaid``
-    turns it off)."""
+    turns it off). ``compile_blocker``: why torch.compile cannot work in this installation (``compile_blocker()``),
+    or None: the auto rule then does not compile, and an explicit ``--compile`` on CPU is refused."""
+    if compile and compile_blocker and device_type == "cpu":
+        raise TrainError(f"--compile: {compile_blocker}; install torch where its path has no space, or drop "
+                         "--compile", EXIT_USAGE)
     plan = _plan(requested=requested, device_type=device_type, strategy=strategy, precision=precision,
                  compile=compile, compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
                  planned_steps=planned_steps, distributed=distributed, graph_reducer=graph_reducer)
@@ -89,6 +94,9 @@ def plan_step(*, requested: str, device_type: str, strategy: str, precision: str
         return replace(plan, reason=f"{plan.reason}; no torch.compile: {tag} with --compile-mode {compile_mode}, "
                                     "which captures graphs of its own")
     base = plan.reason.split("; no torch.compile unless")[0]
+    if planned_steps >= COMPILE_MIN_STEPS and compile_blocker:
+        return replace(plan, reason=f"{base}; no torch.compile although {planned_steps} steps >= "
+                                    f"{COMPILE_MIN_STEPS}: {compile_blocker} {tag}")
     if planned_steps >= COMPILE_MIN_STEPS:
         return replace(plan, compile=True,
                        reason=f"{base}; torch.compile: {planned_steps} steps >= {COMPILE_MIN_STEPS} repay its "
@@ -124,3 +132,13 @@ def _plan(*, requested, device_type, strategy, precision, compile, compile_mode,
     if compile is None:
         reason += "; no torch.compile unless --compile (--no-compile-if-repaid)"
     return StepPlan("graph", want_compile, reason, warm)
+
+
+def compile_blocker(torch_dir: str) -> str | None:
+    """Why torch.compile cannot build here, or None. Inductor's C++ build (CPU kernels, and any host code it
+    compiles) puts torch's include and library directories on a compiler command line unquoted, so with a space in
+    torch's install path the link fails (``cannot find -ltorch``; seen with torch 2.13 in a virtualenv under a
+    path with a space, e.g. a clone in "My Projects")."""
+    if any(c.isspace() for c in torch_dir):
+        return f"torch is installed under a path with a space ({torch_dir}), where inductor's C++ build fails to link"
+    return None

@@ -126,7 +126,9 @@ class Run:
             requested=a.step_mode, device_type=self.device.type, strategy=self.strategy, precision=self.precision,
             compile=a.compile, compile_mode=a.compile_mode, sync_bn=a.sync_bn, grad_compression=a.grad_compression,
             planned_steps=self.stop_at, distributed=self.strategy == "ddp" and self.distributed,
-            graph_reducer=a.graph_reducer, compile_if_repaid=a.compile_if_repaid)
+            graph_reducer=a.graph_reducer, compile_if_repaid=a.compile_if_repaid,
+            compile_blocker=None if a.debug_compile_backend not in (None, "inductor")  # no C++ build then
+            else stepmode.compile_blocker(os.path.dirname(torch.__file__)))
         self.graph_mode = self.step_plan.mode == "graph"
         if a.debug_skip_grad_sync and not (self.graph_mode and a.graph_reducer == "flat"):
             raise TrainError("--debug-skip-grad-sync applies to graph mode's flat reducer only", EXIT_USAGE)

@@ -10,6 +10,7 @@ benchmarks/train_throughput.py r18-graphcblk-N and r18-graphcbk8blk-N."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -153,17 +154,36 @@ def test_two_ranks_bucketed_blocks_match_uncompiled_losses(tmp_path):
 
 
 @pytest.mark.slow  # ~130 s on 2 shared cores: inductor builds C++ kernels for each unit
+def _torch_through(link):
+    """Environment in which `import torch` resolves through `link`, a symlink to torch's site-packages."""
+    link.symlink_to(os.path.dirname(os.path.dirname(torch.__file__)), target_is_directory=True)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(link), os.environ.get("PYTHONPATH")]))}
+
+
 def test_inductor_blocks_single_process_matches_uncompiled(tmp_path):
     """The default backend (inductor's CPU kernels) compiled block by block: the same losses within fp32
-    rounding as the uncompiled run."""
+    rounding as the uncompiled run. Inductor's C++ build cannot link under a path with a space (ddp-train refuses
+    it there, next test), and CI's clone lives under one: then torch is imported through a symlink without one."""
     base = TOY + ["--epochs", "1", "--log-interval", "4", "--no-eval", "--strategy", "single"]
+    torch_env = _torch_through(tmp_path / "site") if " " in torch.__file__ else {}
     curves = {}
     for kind, extra in (("plain", []), ("blocks", ["--compile", "--compile-scope", "blocks"])):
         m = tmp_path / f"{kind}.jsonl"
-        s = summary(ok(run(base + extra + ["--metrics-file", str(m)], timeout=600)))
+        s = summary(ok(run(base + extra + ["--metrics-file", str(m)], timeout=600, **torch_env)))
         assert s["compile_scope"] == ("blocks" if extra else None)
         curves[kind] = _losses(m)
     assert curves["blocks"] == pytest.approx(curves["plain"], abs=2e-4)
+
+
+def test_compile_under_a_path_with_a_space_is_refused_in_one_line(tmp_path):
+    """torch imported from a path with a space: inductor's C++ build would fail to link (`cannot find -ltorch`,
+    then an internal error); ddp-train refuses --compile on CPU up front, in one line with the fix."""
+    r = run(TOY + ["--epochs", "1", "--no-eval", "--compile"], **_torch_through(tmp_path / "site pkgs"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert err == [err[0]] and err[0].startswith("ddp-train: error: --compile: torch is installed under a path "
+                                                 "with a space ("), r.stderr
+    assert err[0].endswith("install torch where its path has no space, or drop --compile"), r.stderr
 
 
 def _final_state(out):

@@ -88,3 +88,18 @@ def test_compile_if_repaid_compiles_long_graph_runs_only_and_says_so():
     assert cpu.mode == "eager" and cpu.compile is False and cpu.reason == "CUDA graphs need a GPU"
     ro = plan_step(**{**GPU, "planned_steps": 10**6, "compile_mode": "reduce-overhead", "compile_if_repaid": True})
     assert ro.mode == "graph" and ro.compile is False and "captures graphs of its own" in ro.reason
+
+
+def test_compile_blocker_stops_the_auto_rule_and_refuses_explicit_compile_on_cpu():
+    from ddp_train.stepmode import COMPILE_MIN_STEPS, compile_blocker
+
+    assert compile_blocker("/opt/venv/lib/python3.11/site-packages/torch") is None
+    why = compile_blocker("/home/a/My Projects/.venv/lib/python3.11/site-packages/torch")
+    assert why and "path with a space" in why
+    p = plan_step(**{**GPU, "planned_steps": COMPILE_MIN_STEPS, "compile_blocker": why})
+    assert p.mode == "graph" and p.compile is False
+    assert p.reason.endswith(f"no torch.compile although {COMPILE_MIN_STEPS} steps >= {COMPILE_MIN_STEPS}: {why} (auto)")
+    # an explicit --compile on CPU (inductor's C++ kernels) is refused in one line; on a GPU it is the user's call
+    with pytest.raises(TrainError, match="install torch where its path has no space, or drop --compile"):
+        plan_step(**{**GPU, "device_type": "cpu", "compile": True, "compile_blocker": why})
+    assert plan_step(**{**GPU, "compile": True, "compile_blocker": why}).compile is True
