@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import GRAPH_MIN_STEPS
 from .errors import EXIT_USAGE, TrainError
+from .flags import GRAPH_MIN_STEPS
 
 # auto compile (--compile-if-repaid, the default): torch.compile for graph-mode runs long enough to repay its
 # start-up. Measured (docs/BENCHMARKS.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100, round 2:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ddp_train.config import GRAPH_MIN_STEPS
 from ddp_train.errors import EXIT_USAGE, TrainError
+from ddp_train.flags import GRAPH_MIN_STEPS
 from ddp_train.stepmode import DDP_WARMUP_ITERS, PLAIN_WARMUP_ITERS, plan_step
 
 GPU = dict(requested="auto", device_type="cuda", strategy="ddp", precision="bf16", compile=None,
