@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import stepmode
 from .errors import EXIT_USAGE, TrainError
 from .flags import COMPILE_UNIT_MODELS, build_parser
 from .interval import CheckpointInterval
@@ -119,3 +120,11 @@ def timed_warmup(args, *, stop_at: int, graph_warmup_iters: int | None) -> int:
     if graph_warmup_iters is not None and warmup <= graph_warmup_iters and graph_warmup_iters + 1 < stop_at:
         warmup = graph_warmup_iters + 1
     return warmup
+
+
+def plan_step(**kw):
+    """The run's step plan (``stepmode.plan_step``, same arguments), after refusing flags it cannot honour."""
+    why = stepmode.refusal(**kw)
+    if why:
+        raise TrainError(why, EXIT_USAGE)
+    return stepmode.plan_step(**kw)

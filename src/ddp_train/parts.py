@@ -133,8 +133,8 @@ def buffer_sync_kwargs(sync: bool) -> dict:
 
 
 def plan_step(args, rt, *, precision, planned_steps):
-    """The run's step mode and compile decision (stepmode.plan_step) for this process."""
-    return stepmode.plan_step(
+    """The run's step mode and compile decision (stepmode.plan_step, its flag rules in config) for this process."""
+    return config.plan_step(
         requested=args.step_mode, device_type=rt.device.type, strategy=rt.strategy, precision=precision,
         compile=args.compile, compile_mode=args.compile_mode, sync_bn=args.sync_bn,
         grad_compression=args.grad_compression, planned_steps=planned_steps, distributed=rt.distributed,
