@@ -82,9 +82,11 @@ class Trainer:
 
     def save_checkpoint(self, tag):
         """Every rank: its RNG states to rank 0, which writes the checkpoint (with --output-dir)."""
+        if not self.args.output_dir:
+            return None
         path = checkpoint_state.save(self.args, self.rt, self.p, self.pos, tag, metrics=self.metrics,
                                      per_rank_batch=self.per_rank_batch, epoch_steps=self.epoch_steps,
-                                     steps_per_epoch=self.steps_per_epoch) if self.args.output_dir else None
+                                     steps_per_epoch=self.steps_per_epoch)
         self.control.saved()
         return path
 
@@ -218,8 +220,7 @@ class Trainer:
         a, r = self.args, self.runner
         summary = summary_mod.build(
             self.header, timer, outcome, steps=self.pos.global_step, gpu_util=self.gpu.mean_util(),
-            gpu_mem_gb=self.gpu.mem_gb(), startup_s=r.startup_s, warmup_iters_s=r.warmup_iters_s,
-            capture_s=r.capture_s,
+            gpu_mem_gb=self.gpu.mem_gb(), startup_s=r.startup_s, warmup_iters_s=r.warmup_iters_s, capture_s=r.capture_s,
             checkpoint=(ckpt_mod.list_checkpoints(a.output_dir) or [None])[-1] if a.output_dir else None,
             resumed_from=self.resumed_from, wall_time_s=round(self.rt.elapsed(), 3))
         if self.rt.is0:
