@@ -13,6 +13,7 @@ from .errors import (
     EXIT_OK,
     EXIT_SYNC,
     EXIT_USAGE,
+    LOST_PEER_TEXT,
     RETRYABLE_MIN,
     Preempted,
     TrainError,
@@ -27,9 +28,9 @@ exit codes: 0 identical (or within --atol), 4 they differ, 5 a file is not a val
 
 
 def compare_main(argv) -> int:
-    from .config import _Parser
+    from .flags import ArgParser
 
-    p = _Parser(prog="ddp-train compare", description="Compare the models of two ddp-train checkpoints tensor "
+    p = ArgParser(prog="ddp-train compare", description="Compare the models of two ddp-train checkpoints tensor "
                 "by tensor; prints one JSON line.", epilog=COMPARE_EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a")
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
         code = classify(exc)
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         if code >= RETRYABLE_MIN:
-            print(f"ddp-train: error: lost a peer or timed out ({type(exc).__name__}: {first}); retryable, "
+            print(f"ddp-train: error: {LOST_PEER_TEXT} or timed out ({type(exc).__name__}: {first}); retryable, "
                   "restart the job (exit code {code})".replace("{code}", str(code)), file=sys.stderr)
         else:
             traceback.print_exc()

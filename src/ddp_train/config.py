@@ -1,19 +1,15 @@
-"""Command-line flags of ``ddp-train`` and the per-workload defaults."""
+"""ddp-train's configuration: the parsed flags with the workload's defaults filled in, and every rule about
+them: those of the flags alone (``parse_args``), of the flags and the launch (``strategy_for``), and of the flags
+and the run's step plan (``check_plan``). The flags themselves are declared in ``flags``."""
 
 from __future__ import annotations
 
-import argparse
-import re
 from dataclasses import dataclass
 
+from . import stepmode
 from .errors import EXIT_USAGE, TrainError
-
-WORKLOADS = ("toy", "mnist", "cifar10", "imagenet-synthetic")
-MODELS = ("toy-cnn", "mnist-cnn", "resnet18", "pyramidnet", "resnet50")
-# models with compile_units() (ddp_train.models), which --compile-scope blocks compiles one by one
-COMPILE_UNIT_MODELS = ("toy-cnn", "resnet18", "pyramidnet", "resnet50")
-# auto step mode: the whole-step CUDA graph (warm-up + capture cost about a second) for runs at least this long
-GRAPH_MIN_STEPS = 100
+from .flags import COMPILE_UNIT_MODELS, build_parser
+from .interval import CheckpointInterval
 
 
 @dataclass(frozen=True)
@@ -39,267 +35,6 @@ WORKLOAD_DEFAULTS = {
     # ImageNet-1k shaped; 1,281,167 samples per epoch drawn from a pool of distinct synthetic images.
     "imagenet-synthetic": WorkloadDefaults("resnet50", (3, 224, 224), 1000, 1281167, 50000, 1, 256, 0.1, 16, True, 2048),
 }
-
-EPILOG = """\
-examples:
-  ddp-train                                   # quick synthetic toy run (torchrun env, or one process)
-  torchrun --nproc-per-node 2 -m ddp_train --workload cifar10 --epochs 5 --output-dir out
-  ddp-train --init-method tcp://10.0.0.1:29500 --rank 1 --world-size 2 --workload mnist
-  ddp-train --workload cifar10 --data-dir /data/cifar-10-batches-py --resume auto --output-dir out
-  ddp-train --workload imagenet-synthetic --warmup-steps 20 --max-steps 120 --no-eval
-  ddp-train compare out/ckpt-00000100.pt other/ckpt-00000100.pt
-
-checkpoint interval (--checkpoint-interval): STEPS, DURATION or STEPS,DURATION (whichever comes first)
-  200          every 200 optimizer steps (multiples of 200, so a resumed run saves at the same steps)
-  30s 5m 1h30m every 30 seconds / 5 minutes / 90 minutes of training (counted from the last save)
-  500,10m      every 500 steps, and whenever 10 minutes passed since the last save
-  off          only at epoch ends and at --max-steps (the default)
-
-preemption: SIGTERM or SIGUSR1 -> all ranks stop at the same step boundary (agreed by a small all-reduce),
-  save a checkpoint there (with --output-dir) and exit 143; run again with --resume auto to continue.
-
-exit codes: 0 ok, 2 bad arguments, 3 missing/corrupt data, 4 sync check failed, 5 checkpoint,
-  6 missing dependency, 1 internal error; 128 master unreachable, 129 lost peer / timeout,
-  143 stopped by SIGTERM/SIGUSR1 after its checkpoint (retryable: 128 and above).
-"""
-
-
-def _positive(kind):
-    def conv(text):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-        return v
-
-    return conv
-
-
-def _non_negative_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return v
-
-
-@dataclass(frozen=True)
-class CheckpointInterval:
-    """When to save besides epoch ends: every ``steps`` optimizer steps and/or every ``seconds`` of wall time."""
-
-    steps: int = 0  # 0: no step cadence
-    seconds: float = 0.0  # 0: no time cadence
-
-    def __bool__(self):
-        return bool(self.steps or self.seconds)
-
-    def describe(self) -> str:
-        parts = ([f"every {self.steps} steps"] if self.steps else []) + \
-            ([f"every {_fmt_seconds(self.seconds)}"] if self.seconds else [])
-        return " or ".join(parts) if parts else "off"
-
-
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
-INTERVAL_HELP = "STEPS (200), a DURATION (30s, 5m, 1h30m) or both, STEPS,DURATION (500,10m); off: none"
-
-
-def _fmt_seconds(sec: float) -> str:
-    if sec >= 60 and sec % 60 == 0:
-        return f"{int(sec // 60)} min"
-    return f"{sec:g} s"
-
-
-def parse_interval(text: str) -> CheckpointInterval:
-    """``--checkpoint-interval``: ``200`` steps, ``30s`` / ``5m`` / ``1h30m`` of time, ``500,10m`` both, ``off``."""
-    t = text.strip().lower().replace(" ", "")
-    if t in ("off", "0", "none"):
-        return CheckpointInterval()
-    steps, seconds = 0, 0.0
-    for part in t.split(","):
-        if part.isdigit():
-            if steps:
-                raise argparse.ArgumentTypeError(f"{text!r} gives the steps twice; write STEPS,DURATION")
-            steps = int(part)
-            if steps <= 0:
-                raise argparse.ArgumentTypeError(f"{text!r}: the steps must be > 0")
-            continue
-        m = _DURATION.match(part)
-        if not part or not m or not any(m.groups()):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {INTERVAL_HELP}")
-        if seconds:
-            raise argparse.ArgumentTypeError(f"{text!r} gives the time twice; write STEPS,DURATION")
-        h, mi, se = (float(g) if g else 0.0 for g in m.groups())
-        seconds = h * 3600 + mi * 60 + se
-        if seconds <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r}: the time must be > 0")
-    return CheckpointInterval(steps, seconds)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, no usage dump
-        raise TrainError(f"{message} (see `ddp-train --help`)", EXIT_USAGE)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="ddp-train",
-        description="The shared DDP training entrypoint and standard multi-GPU test program. "
-        "Runs under torchrun (env://), with a manual --init-method, or as one plain process.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    g = p.add_argument_group("launch")
-    g.add_argument("--strategy", choices=("ddp", "dp", "single"), default="ddp",
-                   help="ddp: one process per GPU/CPU rank (default); dp: DataParallel in one process; single")
-    g.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto", help="auto: nccl on GPU, gloo on CPU")
-    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    g.add_argument("--init-method", default=None, help="tcp://HOST:PORT or file:///shared/path (default env://)")
-    g.add_argument("--rank", type=_non_negative_int, default=None, help="this process's rank (manual launch)")
-    g.add_argument("--world-size", type=_positive(int), default=None, help="number of processes (manual launch)")
-    g.add_argument("--local-rank", type=_non_negative_int, default=None,
-                   help="GPU index on this node (default: LOCAL_RANK, or rank modulo the GPU count)")
-    g.add_argument("--connect-timeout", type=_positive(float), default=300.0,
-                   help="seconds to wait for MASTER_ADDR:MASTER_PORT to open (default 300)")
-    g.add_argument("--pg-timeout", type=_positive(float), default=600.0,
-                   help="process-group (collective) timeout in seconds (default 600)")
-
-    g = p.add_argument_group("workload and data")
-    g.add_argument("--workload", choices=WORKLOADS, default="toy")
-    g.add_argument("--model", choices=MODELS + ("torchvision-resnet18", "torchvision-resnet50"), default=None,
-                   help="default: toy-cnn / mnist-cnn / resnet18 / resnet50 by workload; torchvision-* need torchvision")
-    g.add_argument("--data-dir", default=None,
-                   help="real data (CIFAR-10 python batches, MNIST idx files, .gz or not); default: synthetic")
-    g.add_argument("--train-size", type=_positive(int), default=None, help="synthetic training samples")
-    g.add_argument("--test-size", type=_positive(int), default=None, help="synthetic test samples")
-    g.add_argument("--synthetic-pool", type=_non_negative_int, default=None,
-                   help="distinct synthetic images to hold (0: one per sample; imagenet-synthetic default 2048)")
-    g.add_argument("--data-pipeline", choices=("auto", "device", "dataloader", "classic"), default="auto",
-                   help="device: data held on the device as uint8, batched augmentation (the fast path, default); "
-                   "dataloader: per-sample CPU pipeline with workers (seeded); classic: the seed scripts' own way "
-                   "(torchvision-style dataset, PIL per-sample RandomCrop/Flip/ToTensor/Normalize, DataLoader "
-                   "workers; the benchmarks' reference)")
-    g.add_argument("--workers", type=_non_negative_int, default=None,
-                   help="DataLoader workers in the dataloader and classic pipelines (default 4 on GPU, 0 on CPU)")
-    g.add_argument("--no-augment", action="store_true", help="no random crop/flip")
-
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--epochs", type=_positive(int), default=None)
-    g.add_argument("--batch-size", type=_positive(int), default=None, help="per-rank (per-GPU) batch size")
-    g.add_argument("--lr", type=_positive(float), default=None)
-    g.add_argument("--scale-lr", action="store_true", help="linear LR scaling: lr x global_batch / --lr-base-batch")
-    g.add_argument("--lr-base-batch", type=_positive(int), default=256)
-    g.add_argument("--lr-schedule", choices=("cosine", "constant"), default="cosine")
-    g.add_argument("--warmup-epochs", type=float, default=0.0, help="linear LR warm-up length in epochs")
-    g.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    g.add_argument("--momentum", type=float, default=0.9)
-    g.add_argument("--weight-decay", type=float, default=5e-4)
-    g.add_argument("--label-smoothing", type=float, default=0.0)
-    g.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
-                   help="autocast dtype (auto: bf16 on GPU, fp32 on CPU)")
-    g.add_argument("--channels-last", dest="channels_last", action="store_true", default=None,
-                   help="NHWC memory format (default on GPU)")
-    g.add_argument("--no-channels-last", dest="channels_last", action="store_false")
-    g.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="torch.compile the model (default: auto, see --compile-if-repaid; combines with --step-mode "
-                   "graph: ResNet-18 CIFAR +25%% img/s on one H100 for ~25 s more start-up)")
-    g.add_argument("--compile-if-repaid", action=argparse.BooleanOptionalAction, default=True,
-                   help="without --compile/--no-compile: torch.compile a graph-mode run only if it plans at least "
-                   "30,000 steps, the break-even of its ~30 s start-up against ~1 ms saved per step (ResNet-18 "
-                   "CIFAR on H100; the first log line says which and why). Default on; --no-compile-if-repaid: "
-                   "compile only with --compile")
-    g.add_argument("--compile-mode", default="default",
-                   choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
-                   help="torch.compile mode (reduce-overhead uses CUDA graphs to cut per-kernel launch cost)")
-    g.add_argument("--compile-scope", choices=("model", "blocks"), default="model",
-                   help="what --compile (or the auto rule, --compile-if-repaid) compiles: model (default): the whole model in one torch.compile; blocks: the stem, "
-                   "every residual block and the head compiled one by one (" + ", ".join(COMPILE_UNIT_MODELS)
-                   + "), so each block's backward is its own autograd node and --graph-reducer bucketed's all-"
-                   "reduces start while the earlier blocks' backward still runs (with model, all gradients appear "
-                   "at the end of one compiled backward: no overlap); checkpoints are the same either way")
-    g.add_argument("--step-mode", choices=("auto", "eager", "graph"), default="auto",
-                   help="graph: capture the whole training step (forward, backward, DDP all-reduce, optimizer) in "
-                   "one CUDA graph and replay it; eager: run it op by op; auto (default): graph on a GPU for runs "
-                   f"of at least {GRAPH_MIN_STEPS} steps where nothing rules it out, eager otherwise (the first "
-                   "log line says which and why)")
-    g.add_argument("--graph-reducer", choices=("flat", "bucketed", "ddp"), default="flat",
-                   help="how graph mode averages gradients across ranks: flat (default): one NCCL all-reduce of a flat "
-                   "gradient buffer after the backward; rank 0's BatchNorm buffers broadcast outside the graph, only "
-                   "before the steps whose buffers evaluation or the sync check read (the values DDP's per-forward "
-                   "broadcast_buffers gives); bucketed: the same buffer in reverse parameter order, cut into "
-                   "buckets of --bucket-mb, each all-reduced as soon as the backward has produced its gradients "
-                   "(overlapping the rest of the backward); ddp: DistributedDataParallel built on a side stream with "
-                   "static_graph=True, captured with its bucket hooks")
-    g.add_argument("--bucket-mb", type=_positive(float), default=25.0,
-                   help="bucket size in MB (MiB) for --graph-reducer bucketed (default 25, DDP's bucket_cap_mb)")
-    g.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=None,
-                   help="cuDNN autotuning (default: on for GPU runs except --strategy dp and --deterministic)")
-    g.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=True,
-                   help="every rank takes rank 0's buffers (BatchNorm running stats): DDP (eager runs, --graph-reducer "
-                        "ddp) broadcasts them before every forward; graph mode's flat/bucketed reducers only before "
-                        "the steps whose buffers evaluation or the sync check read, with the same values for every "
-                        "reader; --no-broadcast-buffers: never, BN stats drift per rank")
-    g.add_argument("--grad-compression", default="none", choices=["none", "bf16"],
-                   help="all-reduce gradients in bf16 (half the bytes): a DDP comm hook in eager mode, a bf16 copy "
-                   "of the flat gradient buffer in graph mode")
-    g.add_argument("--static-graph", action="store_true",
-                   help="DDP static_graph=True (the model's autograd graph is the same every step)")
-    g.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (BN stats must then match)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--deterministic", action="store_true",
-                   help="deterministic algorithms; a stopped and resumed run ends bit-identical to an uninterrupted one")
-    g.add_argument("--max-steps", type=_positive(int), default=None,
-                   help="stop after this many optimizer steps in total (benchmarks, stop/resume)")
-    g.add_argument("--warmup-steps", type=_non_negative_int, default=None,
-                   help="steps excluded from the throughput figures (default: 5, fewer for short runs)")
-    g.add_argument("--no-eval", action="store_true", help="skip evaluation on the test split")
-
-    g = p.add_argument_group("checkpoints")
-    g.add_argument("--output-dir", default=None, help="checkpoints and metrics.jsonl go here (rank 0 writes)")
-    g.add_argument("--checkpoint-interval", type=parse_interval, default=None, metavar="INTERVAL",
-                   help="also save every STEPS steps and/or every DURATION of training: 200, 5m, 500,10m "
-                   "(see below); default off: only at epoch end, at --max-steps and on SIGTERM/SIGUSR1")
-    g.add_argument("--checkpoint-every", type=_non_negative_int, default=0, metavar="N",
-                   help="also save every N steps (the same as --checkpoint-interval N)")
-    g.add_argument("--keep-checkpoints", type=_positive(int), default=3)
-    g.add_argument("--resume", default=None, help="'auto' (newest valid checkpoint in --output-dir, if any) or a path")
-
-    g = p.add_argument_group("metrics and checks")
-    g.add_argument("--log-interval", type=_positive(int), default=None, help="steps between log lines (default ~10 per epoch)")
-    g.add_argument("--metrics-file", default=None, help="JSON-lines metrics (default OUTPUT_DIR/metrics.jsonl)")
-    g.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto",
-                   help="auto: a progress bar on a terminal, plain lines otherwise")
-    g.add_argument("--sync-check", choices=("end", "off"), default="end")
-    g.add_argument("--sync-check-every", type=_non_negative_int, default=0, help="also check every N steps")
-    g.add_argument("--quiet", action="store_true", help="only the summary line on stdout")
-    g.add_argument("--profile-dir", default=None, metavar="DIR",
-                   help="record --profile-steps steps of the timed window with torch.profiler on every rank: "
-                   "DIR/trace-rank<R>.json.gz (Chrome trace; GPU kernels of graph replays included) and "
-                   "DIR/kernels-rank<R>.txt; the steps are timed with the profiler on, so measure speed in a run "
-                   "without it (benchmarks/trace_breakdown.py reads the traces)")
-    g.add_argument("--profile-steps", type=_positive(int), default=10, help="steps --profile-dir records (default 10)")
-    # Test hooks, hidden from --help: plant a divergence on one rank; make one rank die at a step.
-    g.add_argument("--debug-perturb-rank", type=int, default=None, help=argparse.SUPPRESS)
-    g.add_argument("--debug-exit-rank", type=int, default=None, help=argparse.SUPPRESS)
-    g.add_argument("--debug-exit-step", type=int, default=1, help=argparse.SUPPRESS)
-    # Test hooks: each rank appends the sample indices of every step to DIR/samples-rank<R>.txt; sleep per step.
-    g.add_argument("--debug-sample-log", default=None, help=argparse.SUPPRESS)
-    g.add_argument("--debug-step-sleep", type=float, default=0.0, help=argparse.SUPPRESS)
-    # Diagnosis hook, hidden: graph mode's flat reducer runs no collective (ranks drift; step-time breakdown only)
-    g.add_argument("--debug-skip-grad-sync", action="store_true", help=argparse.SUPPRESS)
-    # Test hook, hidden: graph mode's reducer (--graph-reducer flat|bucketed) in eager steps too, so the training
-    # loop's use of it runs on CPU/gloo (tests/distributed/test_bucketed_allreduce_cpu.py); eager runs use DDP otherwise
-    g.add_argument("--debug-reducer-in-eager", action="store_true", help=argparse.SUPPRESS)
-    # Test hook, hidden: torch.compile's backend (aot_eager: the same autograd structure as inductor without its
-    # C++ kernel builds, which take minutes on the 2-core CI machine); the default is torch.compile's own (inductor)
-    g.add_argument("--debug-compile-backend", default=None, help=argparse.SUPPRESS)
-    # Test hook, hidden: graph mode's reducers broadcast the BatchNorm buffers in every step, DDP's way, instead of
-    # only before the steps whose buffers are read (the comparison in tests/distributed/test_buffer_sync_cpu.py)
-    g.add_argument("--debug-per-step-buffer-broadcast", action="store_true", help=argparse.SUPPRESS)
-    return p
 
 
 def parse_args(argv):
@@ -344,3 +79,52 @@ def parse_args(argv):
     if args.warmup_epochs < 0:
         raise TrainError("--warmup-epochs must be >= 0", EXIT_USAGE)
     return args
+
+
+def strategy_for(args, world_size: int, launch_mode: str) -> str:
+    """The strategy this launch runs: --strategy, except that ddp in one plain process is single."""
+    if args.strategy in ("dp", "single") and world_size > 1:
+        raise TrainError(f"--strategy {args.strategy} runs in one process, but this launch has world size "
+                         f"{world_size}; use --strategy ddp or start one process", EXIT_USAGE)
+    if args.strategy == "ddp" and launch_mode == "single":
+        return "single"  # one plain process: nothing to be data-parallel with
+    return args.strategy
+
+
+def uses_own_reducer(args, graph_mode: bool) -> bool:
+    """Graph mode's own reducers (eager runs use DDP; --debug-reducer-in-eager: them too, for the CPU tests)."""
+    return args.graph_reducer in ("flat", "bucketed") and (graph_mode or args.debug_reducer_in_eager)
+
+
+def check_plan(args, *, graph_mode: bool, cuda: bool, eager_ddp: bool) -> None:
+    """The flags that only apply to some step plans. ``eager_ddp``: the model is wrapped in DDP."""
+    if args.debug_skip_grad_sync and not (graph_mode and args.graph_reducer == "flat"):
+        raise TrainError("--debug-skip-grad-sync applies to graph mode's flat reducer only", EXIT_USAGE)
+    if args.debug_reducer_in_eager and args.graph_reducer == "ddp":
+        raise TrainError("--debug-reducer-in-eager takes --graph-reducer flat or bucketed", EXIT_USAGE)
+    if args.debug_per_step_buffer_broadcast and not uses_own_reducer(args, graph_mode):
+        raise TrainError("--debug-per-step-buffer-broadcast applies to graph mode's flat or bucketed reducer "
+                         "only (or with --debug-reducer-in-eager)", EXIT_USAGE)
+    if eager_ddp and args.grad_compression == "bf16" and not cuda:
+        raise TrainError("--grad-compression bf16 needs CUDA and NCCL; drop it on CPU "
+                         "(gloo all-reduces fp32 gradients)", EXIT_USAGE)
+
+
+def timed_warmup(args, *, stop_at: int, graph_warmup_iters: int | None) -> int:
+    """The steps left out of the throughput figures: --warmup-steps (default 5, fewer for short runs); in graph
+    mode (``graph_warmup_iters``: its eager iterations) the timed window starts after them and the capture."""
+    warmup = args.warmup_steps if args.warmup_steps is not None else min(5, stop_at // 5)
+    if warmup >= stop_at:
+        raise TrainError(f"--warmup-steps {warmup} leaves no timed step out of {stop_at}; "
+                         "lower it or raise --max-steps/--epochs", EXIT_USAGE)
+    if graph_warmup_iters is not None and warmup <= graph_warmup_iters and graph_warmup_iters + 1 < stop_at:
+        warmup = graph_warmup_iters + 1
+    return warmup
+
+
+def plan_step(**kw):
+    """The run's step plan (``stepmode.plan_step``, same arguments), after refusing flags it cannot honour."""
+    why = stepmode.refusal(**kw)
+    if why:
+        raise TrainError(why, EXIT_USAGE)
+    return stepmode.plan_step(**kw)

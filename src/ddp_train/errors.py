@@ -1,4 +1,6 @@
-"""Exit codes and the error type ddp-train maps to them.
+"""ddp-train's failure contract: exit codes, the error type mapped to them, and the texts that mean a lost peer
+(read by ``classify`` here, by the launcher, ``ddp_train.launcher``, and by ``ddpctl``'s executor from the
+output, which cannot import this module and tests against these texts).
 
 Codes below 128 are permanent (retrying the same command cannot help); codes of 128 and above are
 retryable (a peer or the master went away, a collective timed out), so that Kubernetes
@@ -42,7 +44,12 @@ class Preempted(TrainError):
         super().__init__(message, EXIT_PREEMPTED)
 
 
-_RETRYABLE_MARKERS = (
+# The text ddp-train's own error line and the launcher's root-cause line carry for a lost peer or timeout.
+LOST_PEER_TEXT = "lost a peer"
+
+# An exception whose text has one of these (lowercase) escaped the loop because of the network or a peer:
+# retryable (EXIT_LOST_PEER).
+RETRYABLE_ERROR_MARKERS = (
     "connection closed by peer",
     "connection reset",
     "broken pipe",
@@ -56,6 +63,31 @@ _RETRYABLE_MARKERS = (
     "rendezvous",
     "tcpstore",
 )
+
+
+# A worker's error line with one of these (lowercase) means it failed because a peer went away (the launcher
+# then blames another rank, if one failed for a reason of its own).
+LOST_PEER_LINE_MARKERS = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "remote worker crashing",
+    "remote process exited",
+    LOST_PEER_TEXT,
+    "distnetworkerror",
+    "connection refused",
+)
+LOST_PEER_CODES = (EXIT_MASTER_UNREACHABLE, EXIT_LOST_PEER)
+
+# torchrun's agent failed with one of these: it could not reach the store or finish the rendezvous (exit
+# EXIT_MASTER_UNREACHABLE, retryable).
+AGENT_NETWORK_ERRORS = ("DistNetworkError", "DistStoreError", "RendezvousError", "RendezvousTimeoutError",
+                        "RendezvousConnectionError", "RendezvousClosedError", "RendezvousStateError")
+
+
+def looks_like_lost_peer(line: str) -> bool:
+    low = line.lower()
+    return any(m in low for m in LOST_PEER_LINE_MARKERS)
 
 
 def classify(exc: BaseException) -> int:
@@ -76,6 +108,6 @@ def classify(exc: BaseException) -> int:
         return EXIT_LOST_PEER
     if isinstance(exc, RuntimeError):
         text = str(exc).lower()
-        if any(m in text for m in _RETRYABLE_MARKERS):
+        if any(m in text for m in RETRYABLE_ERROR_MARKERS):
             return EXIT_LOST_PEER
     return EXIT_INTERNAL

@@ -10,8 +10,8 @@ import time
 import torch
 
 
-class Progress:
-    """A dependency-free progress bar on stderr (rank 0, terminal only)."""
+class EpochBar:
+    """The epoch's progress bar on stderr (rank 0, terminal only; no dependency)."""
 
     def __init__(self, total, desc, stream=None, width=28):
         self.total, self.desc, self.width = max(1, total), desc, width
@@ -35,6 +35,12 @@ class Progress:
 
 class MetricsFile:
     """Append-only JSON lines; one object per event. A no-op when no path is given."""
+    @classmethod
+    def for_run(cls, args, is0: bool) -> MetricsFile:
+        """Rank 0's file: --metrics-file, else OUTPUT_DIR/metrics.jsonl, else none (every other rank: none)."""
+        if not is0:
+            return cls(None)
+        return cls(args.metrics_file or (os.path.join(args.output_dir, "metrics.jsonl") if args.output_dir else None))
 
     def __init__(self, path):
         self.f = None

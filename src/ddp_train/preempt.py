@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from .errors import EXIT_PREEMPTED, Preempted
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
@@ -107,3 +109,19 @@ class StopControl:
         if self.pending is not None:
             self.pending.wait()
             self.pending = None
+
+
+def leave(control: StopControl, signame: str, *, step: int, epoch: int, path: str | None, saved: bool, metrics):
+    """All ranks agreed to stop at ``step`` and saved there (``saved``: with --output-dir; ``path``: the
+    checkpoint, known on rank 0): record it (rank 0's ``metrics``), wait for every rank, leave by Preempted."""
+    if metrics is not None:
+        metrics.write("preempted", signal=signame, step=step, checkpoint=path)
+        metrics.close()
+    # Nobody leaves before rank 0's checkpoint is on disk: a launcher that sees one rank exit may kill the
+    # others at once (srun --kill-on-bad-exit, a pod's other containers), rank 0 in the middle of its save.
+    control.barrier()
+    where = (f"checkpoint {path} saved" if path else "checkpoint saved by rank 0") if saved \
+        else "no checkpoint (no --output-dir)"
+    control.uninstall()
+    raise Preempted(f"{signame} at step {step} (epoch {epoch + 1}); {where}; retryable "
+                    f"(exit {EXIT_PREEMPTED}): run again with --resume auto to continue from step {step}")

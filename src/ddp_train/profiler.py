@@ -36,6 +36,14 @@ class StepProfiler:
         """True once the last profiled step is done: the caller stops its clock and calls write()."""
         return self.prof is not None and steps_done >= self.end
 
+    def after(self, steps_done, timer, say):
+        """After a step: once the last profiled step is done, write the files off ``timer``'s clock."""
+        if self.due(steps_done):
+            timer.pause()
+            self.write()
+            say(f"ddp-train: profile of {self.recorded} steps written to {self.out_dir}")
+            timer.resume(steps_done)
+
     def write(self, steps_done=None):
         """Stop recording and write this rank's files (``steps_done``: where a run that ended early stopped)."""
         if steps_done is not None:

@@ -12,20 +12,19 @@ compilation at start; ``--compile`` combines it with the graph (the compiled for
 like the eager ones). ``auto`` (neither ``--compile`` nor ``--no-compile``) compiles a graph-mode run only if it
 plans at least ``COMPILE_MIN_STEPS`` steps (the measured break-even of its start-up), and the reason says so;
 ``--no-compile-if-repaid`` turns that rule off (compile only with ``--compile``). It became the default once the
-compiled run's loss curve matched the eager run's on a GPU (docs/BENCHMARKS.md, issue 13 round 4).
+compiled run's loss curve matched the eager run's on a GPU (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import GRAPH_MIN_STEPS
-from .errors import EXIT_USAGE, TrainError
+from .flags import GRAPH_MIN_STEPS
 
 # auto compile (--compile-if-repaid, the default): torch.compile for graph-mode runs long enough to repay its
-# start-up. Measured (docs/BENCHMARKS.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100, round 2:
+# start-up. Measured (docs/BENCHMARKS.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100:
 # start-up 37.8 s with compile against 7.4 s without, 4.15 against 5.19 ms per step on one GPU: 30.4 s / 1.04 ms =
-# ~29,200 steps; 2x H100, round 4: 31.8 s against 6.6-13.1 s, 4.08 against 5.17 ms: ~23,000 steps. The larger one,
+# ~29,200 steps; 2x H100: 31.8 s against 6.6-13.1 s, 4.08 against 5.17 ms: ~23,000 steps. The larger one,
 # rounded up, is the threshold.
 COMPILE_EXTRA_STARTUP_S = 30.4
 COMPILE_SAVED_S_PER_STEP = 0.00104
@@ -74,14 +73,12 @@ def plan_step(*, requested: str, device_type: str, strategy: str, precision: str
               compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int,
               distributed: bool, graph_reducer: str = "flat", compile_if_repaid: bool = True,
               compile_blocker: str | None = None) -> StepPlan:
-    """The step mode of a run. ``compile``: True/False as asked, None for auto. ``planned_steps``: the optimizer
-    steps this process will run (after a resume: the steps left). ``compile_if_repaid``: with ``compile`` None,
-    compile a graph-mode run of at least ``COMPILE_MIN_STEPS`` steps (the default; ``--no-compile-if-repaid``
-    turns it off). ``compile_blocker``: why torch.compile cannot work in this installation (``compile_blocker()``),
-    or None: the auto rule then does not compile, and an explicit ``--compile`` on CPU is refused."""
-    if compile and compile_blocker and device_type == "cpu":
-        raise TrainError(f"--compile: {compile_blocker}; install torch where its path has no space, or drop "
-                         "--compile", EXIT_USAGE)
+    """The step mode of a run whose flags ``refusal`` accepted (``config.plan_step`` checks, then calls this).
+    ``compile``: True/False as asked, None for auto. ``planned_steps``: the optimizer steps this process will run
+    (after a resume: the steps left). ``compile_if_repaid``: with ``compile`` None, compile a graph-mode run of at
+    least ``COMPILE_MIN_STEPS`` steps (the default; ``--no-compile-if-repaid`` turns it off).
+    ``compile_blocker``: why torch.compile cannot work in this installation (``compile_blocker()``), or None: the
+    auto rule then does not compile."""
     plan = _plan(requested=requested, device_type=device_type, strategy=strategy, precision=precision,
                  compile=compile, compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
                  planned_steps=planned_steps, distributed=distributed, graph_reducer=graph_reducer)
@@ -105,6 +102,27 @@ def plan_step(*, requested: str, device_type: str, strategy: str, precision: str
                                 f"repay its ~{COMPILE_EXTRA_STARTUP_S:.0f} s start-up {tag}")
 
 
+def refusal(*, requested: str, device_type: str, strategy: str, precision: str, compile: bool | None,
+            compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int, distributed: bool,
+            graph_reducer: str = "flat", compile_blocker: str | None = None, **_ignored) -> str | None:
+    """Why these flags cannot run as asked (one line with the fix), or None: an explicit --compile on CPU where
+    torch.compile cannot build; --step-mode graph where a graph is ruled out or the run is too short for it."""
+    if compile and compile_blocker and device_type == "cpu":
+        return f"--compile: {compile_blocker}; install torch where its path has no space, or drop --compile"
+    if requested != "graph":
+        return None
+    blockers = graph_blockers(device_type=device_type, strategy=strategy, precision=precision, compile=compile,
+                              compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
+                              graph_reducer=graph_reducer)
+    if blockers:
+        return f"--step-mode graph: {blockers[0]}; use --step-mode eager or auto"
+    warm = DDP_WARMUP_ITERS if distributed else PLAIN_WARMUP_ITERS
+    if planned_steps <= warm:
+        return (f"--step-mode graph needs more than {warm} steps ({warm} eager warm-up steps come before the "
+                f"capture), this run has {planned_steps}; raise --max-steps or use --step-mode eager")
+    return None
+
+
 def _plan(*, requested, device_type, strategy, precision, compile, compile_mode, sync_bn, grad_compression,
           planned_steps, distributed, graph_reducer) -> StepPlan:
     blockers = graph_blockers(device_type=device_type, strategy=strategy, precision=precision, compile=compile,
@@ -115,12 +133,6 @@ def _plan(*, requested, device_type, strategy, precision, compile, compile_mode,
     if requested == "eager":
         return StepPlan("eager", want_compile, "--step-mode eager", 0)
     if requested == "graph":
-        if blockers:
-            raise TrainError(f"--step-mode graph: {blockers[0]}; use --step-mode eager or auto", EXIT_USAGE)
-        if planned_steps <= warm:
-            raise TrainError(f"--step-mode graph needs more than {warm} steps ({warm} eager warm-up steps come before "
-                             f"the capture), this run has {planned_steps}; raise --max-steps or use --step-mode eager",
-                             EXIT_USAGE)
         return StepPlan("graph", want_compile, "--step-mode graph", warm)
     if blockers:
         return StepPlan("eager", want_compile, blockers[0], 0)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass
 
 from .errors import EXIT_OK, EXIT_SYNC
@@ -53,3 +55,30 @@ def build(header, timer, outcome, *, steps, gpu_util, gpu_mem_gb, startup_s, war
 
 def _r(v, nd):
     return None if v is None else round(float(v), nd)
+
+
+def header(args, rt, *, device_name, inputs, parts, num, plan, own_reducer, per_rank_batch, steps_per_epoch) -> dict:
+    """What the run is: the first metrics record, the first log line and the head of the summary."""
+    graph_mode = plan.mode == "graph"
+    train = inputs.train_split
+    return dict(
+        world_size=rt.world, strategy=rt.strategy, backend=rt.backend, launch=rt.launch.mode,
+        workload=args.workload, model=args.model, device=str(rt.device), device_name=device_name,
+        data="synthetic" if not args.data_dir else train.source, data_pipeline=inputs.pipeline,
+        precision=num.precision, channels_last=num.channels_last,
+        compile=plan.compile, compile_scope=args.compile_scope if plan.compile else None,
+        compile_units=len(parts.compile_units) if parts.compile_units else None, step_mode=plan.mode,
+        graph_reducer=(args.graph_reducer if (graph_mode or own_reducer) and rt.distributed else None),
+        graph_buckets=parts.buckets,
+        grad_compression=args.grad_compression if rt.multi else "none", sync_bn=args.sync_bn,
+        per_rank_batch=per_rank_batch, global_batch=per_rank_batch * rt.world, lr=round(parts.lr, 6),
+        steps_per_epoch=steps_per_epoch, epochs=args.epochs, train_samples=train.length, params=parts.n_params,
+        threads=rt.threads, step_mode_reason=plan.reason)
+
+
+def write(summary: dict, metrics) -> None:
+    """Rank 0: the summary as the metrics file's last record and as the last line on stdout."""
+    metrics.write("summary", **{k: v for k, v in summary.items() if k != "event"})
+    metrics.close()
+    sys.stdout.write(json.dumps(summary) + "\n")
+    sys.stdout.flush()

@@ -50,7 +50,8 @@ def _grads(model):
 
 
 def _worker(rank, world, init_file, out_dir):
-    from ddp_train.flatreduce import BucketedAllReduce, FlatAllReduce
+    from ddp_train.bucketreduce import BucketedAllReduce
+    from ddp_train.flatreduce import FlatAllReduce
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     res = {}

@@ -19,7 +19,7 @@ import torch
 from ddp_helpers import TOY, ok, run, summary, torchrun
 
 from ddp_train import compilescope
-from ddp_train.config import COMPILE_UNIT_MODELS, MODELS
+from ddp_train.flags import COMPILE_UNIT_MODELS, MODELS
 from ddp_train.models import ToyCNN, build_model
 
 pytestmark = pytest.mark.distributed

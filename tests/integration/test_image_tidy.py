@@ -83,14 +83,14 @@ def test_stage_cache_is_tagged_not_dangling(engine, cpu_image):
         traces.append(trace)
         assert len(trace.stage_ends) == 1
         assert _ours(trace, _dangling(engine)), "expected the builder to leave stage one dangling"
-        images._tidy_build(engine, trace, engine.images.get(tags[0]).id, images.deps_tag(tags[0]))
+        images.tidy_build(engine, trace, engine.images.get(tags[0]).id, images.deps_tag(tags[0]))
         assert not _ours(trace, _dangling(engine))
         cache = engine.images.get(images.deps_tag(tags[0]))
         assert cache.id.split(":", 1)[1].startswith(trace.stage_ends[0])
         # the same stages again under another tag: stage one comes from the cache and gets that tag's name too
         again = build(tags[1])
         traces.append(again)
-        images._tidy_build(engine, again, engine.images.get(tags[1]).id, images.deps_tag(tags[1]))
+        images.tidy_build(engine, again, engine.images.get(tags[1]).id, images.deps_tag(tags[1]))
         assert engine.images.get(images.deps_tag(tags[1])).id == cache.id
     finally:
         for ref in [t for tag in tags for t in (tag, images.deps_tag(tag))]:

@@ -10,10 +10,11 @@ import signal
 import pytest
 import torch
 
-from ddp_train import data, preempt
+from ddp_train import position, preempt, sharding
 from ddp_train.__main__ import main
-from ddp_train.config import CheckpointInterval, parse_args, parse_interval
+from ddp_train.config import parse_args
 from ddp_train.errors import EXIT_PREEMPTED, RETRYABLE_MIN
+from ddp_train.interval import CheckpointInterval, parse_interval
 
 
 @pytest.mark.parametrize("text,steps,seconds", [
@@ -49,19 +50,19 @@ def test_redeal_at_the_same_world_size_is_the_step_based_deal(length, world, bat
     """Resuming with an unchanged world size must not change a single batch (bit-identical resumes)."""
     pos = steps * batch * world
     for r in range(world):
-        old = data.shard_indices(length, world, r, epoch=2, seed=7)[steps * batch:]
-        new = data.reshard_indices(length, world, r, epoch=2, seed=7, start_sample=pos)
-        n = data.reshard_steps(length, world, batch, pos) * batch
+        old = sharding.shard_indices(length, world, r, epoch=2, seed=7)[steps * batch:]
+        new = sharding.reshard_indices(length, world, r, epoch=2, seed=7, start_sample=pos)
+        n = position.reshard_steps(length, world, batch, pos) * batch
         assert torch.equal(old[:n], new[:n])
 
 
 @pytest.mark.parametrize("length,w1,b1,steps,w2,b2", [(512, 3, 32, 3, 2, 32), (1000, 4, 16, 7, 3, 8),
                                                         (512, 2, 32, 5, 5, 16), (100, 2, 8, 6, 3, 8)])
 def test_redeal_on_another_world_sees_no_sample_twice(length, w1, b1, steps, w2, b2):
-    done = torch.cat([data.shard_indices(length, w1, r, epoch=0, seed=3)[:steps * b1] for r in range(w1)])
+    done = torch.cat([sharding.shard_indices(length, w1, r, epoch=0, seed=3)[:steps * b1] for r in range(w1)])
     pos = steps * b1 * w1
-    n = data.reshard_steps(length, w2, b2, pos)
-    rest = torch.cat([data.reshard_indices(length, w2, r, epoch=0, seed=3, start_sample=pos)[:n * b2]
+    n = position.reshard_steps(length, w2, b2, pos)
+    rest = torch.cat([sharding.reshard_indices(length, w2, r, epoch=0, seed=3, start_sample=pos)[:n * b2]
                       for r in range(w2)])
     seen = torch.cat([done, rest]).tolist()
     assert len(seen) == len(set(seen))
@@ -96,21 +97,21 @@ def test_stop_control_time_cadence_is_rank0s(monkeypatch):
 def test_sigterm_in_one_process_saves_and_exits_143(tmp_path, capsys):
     """--debug-exit-... is not needed: the process signals itself from a step hook (SIGTERM at step 3)."""
     out = tmp_path / "o"
-    from ddp_train import train
+    from ddp_train import faults
 
-    orig = train.Run._debug_hooks
+    orig = faults.after_step
 
-    def hook(self, epoch=0):
-        orig(self, epoch)
-        if self.global_step == 3:
+    def hook(args, **kw):
+        orig(args, **kw)
+        if kw["global_step"] == 3:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    train.Run._debug_hooks = hook
+    faults.after_step = hook
     try:
         code = main(["--workload", "toy", "--train-size", "256", "--test-size", "64", "--batch-size", "32",
                      "--epochs", "1", "--strategy", "single", "--quiet", "--output-dir", str(out)])
     finally:
-        train.Run._debug_hooks = orig
+        faults.after_step = orig
     assert code == EXIT_PREEMPTED
     err = capsys.readouterr().err
     assert "ddp-train: stopped: SIGTERM at step 3 (epoch 1); checkpoint" in err and "--resume auto" in err

@@ -2,9 +2,10 @@
 
 import pytest
 
-from ddp_train.config import GRAPH_MIN_STEPS
+from ddp_train.config import plan_step  # the decision, after the flag rules (stepmode.refusal)
 from ddp_train.errors import EXIT_USAGE, TrainError
-from ddp_train.stepmode import DDP_WARMUP_ITERS, PLAIN_WARMUP_ITERS, plan_step
+from ddp_train.flags import GRAPH_MIN_STEPS
+from ddp_train.stepmode import DDP_WARMUP_ITERS, PLAIN_WARMUP_ITERS
 
 GPU = dict(requested="auto", device_type="cuda", strategy="ddp", precision="bf16", compile=None,
            compile_mode="default", sync_bn=False, grad_compression="none", planned_steps=1000, distributed=True)

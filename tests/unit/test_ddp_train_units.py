@@ -12,10 +12,12 @@ import struct
 import pytest
 import torch
 
-from ddp_train import checkpoint, data, sync
+from ddp_train import checkpoint, data, sharding, sync
 from ddp_train.__main__ import main
 from ddp_train.errors import EXIT_DATA, EXIT_DEPENDENCY, EXIT_LOST_PEER, EXIT_USAGE, TrainError, classify
 from ddp_train.models import PyramidNet, ResNet18Cifar, ResNet50, build_model
+from ddp_train.pipeline_dataloader import DataloaderPipeline
+from ddp_train.pipeline_device import DevicePipeline
 
 TINY = ["--workload", "toy", "--train-size", "128", "--test-size", "64", "--batch-size", "32", "--epochs", "1",
         "--strategy", "single", "--quiet"]
@@ -28,26 +30,26 @@ def last_json(out):
 # ------------------------------------------------------------------------------------------ sharding
 @pytest.mark.parametrize("length,world", [(100, 3), (64, 4), (7, 2)])
 def test_shards_are_disjoint_cover_everything_and_reshuffle(length, world):
-    shards = [data.shard_indices(length, world, r, epoch=0, seed=1) for r in range(world)]
+    shards = [sharding.shard_indices(length, world, r, epoch=0, seed=1) for r in range(world)]
     assert len({len(s) for s in shards}) == 1  # equal step counts on every rank
     flat = torch.cat(shards).tolist()
     assert set(flat) == set(range(length))
     assert len(flat) - len(set(flat)) == len(flat) - length  # only the wrap-around padding repeats
     if length % world == 0:
         assert len(set(flat)) == len(flat)
-    again = data.shard_indices(length, world, 0, epoch=0, seed=1)
+    again = sharding.shard_indices(length, world, 0, epoch=0, seed=1)
     assert torch.equal(again, shards[0])
-    assert not torch.equal(data.shard_indices(length, world, 0, epoch=1, seed=1), shards[0])
+    assert not torch.equal(sharding.shard_indices(length, world, 0, epoch=1, seed=1), shards[0])
 
 
 def test_batched_crop_and_flip_are_windows_of_the_padded_image():
     imgs = torch.randint(0, 255, (16, 3, 8, 8), dtype=torch.uint8)
     split = data.Split(imgs, torch.zeros(16, dtype=torch.long), 16, "t")
-    ld = data.DeviceLoader(split, batch=16, rank=0, world=1, seed=3, pad=2, flip=True, augment=True,
+    ld = DevicePipeline(split, batch=16, rank=0, world=1, seed=3, pad=2, flip=True, augment=True,
                            mean=(0, 0, 0), std=(1 / 255,) * 3, channels_last=False, out_dtype=torch.float32,
                            device="cpu")
     (x, _), = list(ld.epoch(0))
-    idx = data.shard_indices(16, 1, 0, 0, 3)
+    idx = sharding.shard_indices(16, 1, 0, 0, 3)
     padded = torch.nn.functional.pad(imgs, (2, 2, 2, 2))
     flips = 0
     for out, i in zip(x, idx.tolist(), strict=True):
@@ -68,8 +70,8 @@ def test_classic_pipeline_yields_same_shards_and_normalisation():
     split = data.Split(imgs, labels, 40, "t")
     kw = dict(batch=8, rank=1, world=2, seed=0, pad=0, flip=False, augment=False, mean=(0.5,) * 3,
               std=(0.25,) * 3, channels_last=False, device="cpu")
-    fast = list(data.DeviceLoader(split, out_dtype=torch.float32, **kw).epoch(2))
-    classic = list(data.ClassicLoader(split, out_dtype=torch.float32, workers=0, **kw).epoch(2))
+    fast = list(DevicePipeline(split, out_dtype=torch.float32, **kw).epoch(2))
+    classic = list(DataloaderPipeline(split, out_dtype=torch.float32, workers=0, **kw).epoch(2))
     assert len(fast) == len(classic) == 2
     for (xf, yf), (xc, yc) in zip(fast, classic, strict=True):
         assert torch.equal(yf, yc) and torch.allclose(xf, xc, atol=1e-5)

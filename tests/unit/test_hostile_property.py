@@ -198,7 +198,7 @@ def compose_errors(doc) -> list[str]:
         if len(set(targets)) != len(targets) or "/dev/shm" in targets:
             errors.append(f"{name}: two mounts on one target or on /dev/shm")
         for key in svc.get("environment", {}):
-            errors += [f"{name}: env {key!r}"] if not rules._ENV_NAME_RE.fullmatch(key) else []
+            errors += [f"{name}: env {key!r}"] if not rules.ENV_NAME_RE.fullmatch(key) else []
         if "cpus" in svc and not (math.isfinite(svc["cpus"]) and svc["cpus"] >= 0.001):
             errors.append(f"{name}: cpus {svc['cpus']}")
         if svc["command"][0] not in ("torchrun", launch.EXIT_CODE_LAUNCHER) or "--no-python" not in svc["command"]:
@@ -336,7 +336,7 @@ def test_every_spec_plans_for_up_or_fails_cleanly():
             return
         for c in plan.containers:
             req = container_request(c)
-            assert all(rules._ENV_NAME_RE.fullmatch(k) for k in req["environment"])
+            assert all(rules.ENV_NAME_RE.fullmatch(k) for k in req["environment"])
             for m in req.get("mounts", []):
                 if m["type"] == "volume":  # the only named volume: a restartable job's checkpoints
                     assert m["source"] == plan.checkpoint_volume == f"{spec.name}-ckpt" and spec.max_restarts

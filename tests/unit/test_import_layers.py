@@ -1,6 +1,7 @@
-"""The layering of docs/architecture.md, read from the source with ast: no import cycle among ddpctl's modules
-(lazy imports inside functions count too, type-only ones under TYPE_CHECKING do not), ddpctl never imports torch
-or ddp_train, and ddp_train never imports ddpctl."""
+"""The layering of docs/architecture.md, read from the source with ast: no import cycle among the modules of
+ddpctl or of ddp_train (lazy imports inside functions and type-only ones under TYPE_CHECKING count too: a circle
+of types is a circle of design), ddpctl never imports torch or ddp_train, ddp_train never imports ddpctl, and no
+module imports another module's private (underscore) name."""
 
 from __future__ import annotations
 
@@ -21,15 +22,12 @@ def modules(root: Path, package: str) -> dict[str, tuple[Path, bool]]:
 
 
 def imports(path: Path, module: str, is_pkg: bool) -> set[str]:
-    """The absolute names a file imports anywhere (functions too), less `if TYPE_CHECKING:` blocks."""
+    """The absolute names a file imports anywhere (functions and `if TYPE_CHECKING:` blocks too)."""
     names: set[str] = set()
     package = module if is_pkg else module.rpartition(".")[0]
     stack = list(ast.parse(path.read_text(encoding="utf-8")).body)
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            stack.extend(node.orelse)
-            continue
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -106,16 +104,24 @@ def test_no_import_cycle_among_ddpctl_modules():
     assert cycles(graph) == []
 
 
-def test_the_cycle_finder_sees_a_lazy_cycle_and_ignores_type_only_imports(tmp_path):
+def test_no_import_cycle_among_ddp_train_modules():
+    graph = import_graph(SRC, "ddp_train")
+    assert len(graph) > 20 and graph["ddp_train.train"]
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_sees_lazy_and_type_only_cycles(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("from pkg import a\n")
     (pkg / "a.py").write_text("from pkg.sub import b\n")
     (pkg / "sub" / "__init__.py").write_text("")
     (pkg / "sub" / "b.py").write_text("def f():\n    from ..c import x\n")
+    (pkg / "c.py").write_text("x = 1\n")
+    assert cycles(import_graph(tmp_path, "pkg")) == []
     (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n"
                               "x = 1\n")
-    assert cycles(import_graph(tmp_path, "pkg")) == []
+    assert cycles(import_graph(tmp_path, "pkg")) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
     (pkg / "c.py").write_text("x = 1\n\ndef g():\n    from pkg.a import y\n")
     assert cycles(import_graph(tmp_path, "pkg")) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
 
@@ -125,3 +131,33 @@ def test_the_packages_never_import_each_other_and_ddpctl_never_imports_torch():
         for m, (path, is_pkg) in modules(SRC, package).items():
             bad = sorted(n for n in imports(path, m, is_pkg) if n.split(".")[0] in forbidden)
             assert not bad, f"{path.relative_to(SRC)} imports {bad}"
+
+
+def private_imports(package: str) -> list[str]:
+    """`from module import _name` (or `import module._private`) of a name another module defines."""
+    mods = modules(SRC, package)
+    bad = []
+    for m, (path, is_pkg) in mods.items():
+        for name in imports(path, m, is_pkg):
+            if name.split(".")[0] != package:
+                continue
+            owner = name
+            while owner and owner not in mods:
+                owner = owner.rpartition(".")[0]
+            rest = name[len(owner):].lstrip(".")
+            if owner != m and any(part.startswith("_") and not part.startswith("__") for part in
+                                  name.split(".")[1:]):
+                bad.append(f"{m} imports {name}" + (f" ({rest} of {owner})" if rest else ""))
+    return sorted(bad)
+
+
+# The executor's shared helpers, still private while the executor's modules are being reworked; the next
+# change there makes them public and empties this set.
+PRIVATE_FOR_NOW = {"_quiet", "_reason", "_split_lines"}
+
+
+def test_no_module_imports_another_modules_private_name():
+    for package in ("ddpctl", "ddp_train"):
+        bad = [b for b in private_imports(package)
+               if not (b.startswith("ddpctl.local.executor.") and b.split()[2].rpartition(".")[2] in PRIVATE_FOR_NOW)]
+        assert bad == []

@@ -23,11 +23,11 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     from ddpctl.bench.plan import plan as make_plan
     from ddpctl.bench.plan import validate
     from ddpctl.bench.programs import HostRunner
-    from ddpctl.bench.progress import Progress
+    from ddpctl.bench.progress import BenchProgress
     from ddpctl.bench.runner import collect_sysinfo, execute
 
     validate(options)  # names and ranges, before anything runs (GPU counts are checked once known)
-    progress = progress or Progress()
+    progress = progress or BenchProgress()
     if runner is None:
         if options.runtime == "docker":
             from ddpctl.bench.docker import DockerRunner

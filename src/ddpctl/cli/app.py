@@ -1,7 +1,7 @@
 """The root Typer app and the stderr writer: the leaf every command module imports.
 
 Command modules do ``from ddpctl.cli.app import app, err`` and register their commands on ``app``;
-:mod:`ddpctl.cli.commands` imports them all and :mod:`ddpctl.cli.main` runs the result. Nothing here imports
+:mod:`ddpctl.cli.groups` imports them all and :mod:`ddpctl.cli.main` runs the result. Nothing here imports
 a command module, so there is no import circle.
 """
 

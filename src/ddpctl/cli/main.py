@@ -1,5 +1,5 @@
 """The ``ddpctl`` command line: a thin Typer layer over the library. This module runs it; the root app lives
-in :mod:`ddpctl.cli.app` (the leaf the command modules import) and :mod:`ddpctl.cli.commands` registers them.
+in :mod:`ddpctl.cli.app` (the leaf the command modules import) and :mod:`ddpctl.cli.groups` registers them.
 
 stdout carries only artifacts (manifests, tables); messages go to stderr. Every error is one line
 ``error: <problem>; <fix>`` with exit code 2 for bad input and 1 for runtime failures.
@@ -18,7 +18,7 @@ from ddpctl.errors import DdpctlError
 
 def _register() -> None:
     """Attach the command groups. Each module imports only what its commands need at call time."""
-    from ddpctl.cli import commands  # noqa: F401  (registers commands on `app`)
+    from ddpctl.cli import groups  # noqa: F401  (registers the command groups on `app`)
 
 
 def command_name(info) -> str:

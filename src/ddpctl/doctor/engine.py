@@ -7,7 +7,7 @@ from ddpctl.doctor.model import HOOK, Check, Options, ProbeError, Probes
 
 # -------------------------------------------------------------------------------- engine checks
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
     return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n // 1024**2} MiB"
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ddpctl.doctor.engine import _mib
-from ddpctl.doctor.model import _NOT_A_NIC, PREFETCH, SHM_PER_WORKER_BATCH, STACK_MIN, Check, Options, Probes
+from ddpctl.doctor.engine import mib
+from ddpctl.doctor.model import NOT_A_NIC, PREFETCH, SHM_PER_WORKER_BATCH, STACK_MIN, Check, Options, Probes
 
 # -------------------------------------------------------------------------------- host checks
 
@@ -11,19 +11,19 @@ def check_shm(opts: Options, p: Probes, state: dict) -> Check:
     size = p.shm_bytes()
     need = opts.procs * opts.workers * PREFETCH * SHM_PER_WORKER_BATCH
     basis = (f"{opts.procs} process(es) x {opts.workers} DataLoader worker(s) x {PREFETCH} prefetched batches "
-             f"x {_mib(SHM_PER_WORKER_BATCH)}")
+             f"x {mib(SHM_PER_WORKER_BATCH)}")
     if size is None:
         return Check("/dev/shm", "fail", "no /dev/shm on this host",
                      "mount a tmpfs on /dev/shm (mount -t tmpfs -o size=16g tmpfs /dev/shm)")
     if need and size < need:
-        return Check("/dev/shm", "warn", f"{_mib(size)}, less than {_mib(need)} for {basis}",
+        return Check("/dev/shm", "warn", f"{mib(size)}, less than {mib(need)} for {basis}",
                      f"grow it (mount -o remount,size={-(-need // 1024**3)}g /dev/shm) or use fewer --workers "
                      "(ddp-train's device data pipeline needs none)")
-    return Check("/dev/shm", "ok", f"{_mib(size)} (>= {_mib(need)} for {basis})")
+    return Check("/dev/shm", "ok", f"{mib(size)} (>= {mib(need)} for {basis})")
 
 
 def _limit(v: int) -> str:
-    return "unlimited" if v < 0 else _mib(v)
+    return "unlimited" if v < 0 else mib(v)
 
 
 def check_memlock(opts: Options, p: Probes, state: dict) -> Check:
@@ -76,7 +76,7 @@ def _interfaces(p: Probes) -> list[str]:
 
 def check_socket_ifname(opts: Options, p: Probes, state: dict) -> Check:
     nics = _interfaces(p)
-    candidates = [n for n in nics if not _NOT_A_NIC.match(n)
+    candidates = [n for n in nics if not NOT_A_NIC.match(n)
                   and (p.read(f"/sys/class/net/{n}/operstate") or "up").strip() in ("up", "unknown")]
     value = p.env.get("NCCL_SOCKET_IFNAME")
     if value:

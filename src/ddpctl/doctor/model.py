@@ -22,7 +22,7 @@ SHM_PER_WORKER_BATCH = 128 * 1024**2
 
 PREFETCH = 2
 
-_NOT_A_NIC = re.compile(r"^(lo|docker\d*|veth.*|br-.*|virbr.*|cni.*|flannel.*|cali.*|tunl.*|kube-.*)$")
+NOT_A_NIC = re.compile(r"^(lo|docker\d*|veth.*|br-.*|virbr.*|cni.*|flannel.*|cali.*|tunl.*|kube-.*)$")
 
 @dataclass(frozen=True)
 class Check:

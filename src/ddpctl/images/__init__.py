@@ -19,7 +19,6 @@ from __future__ import annotations
 from ddpctl.images.base import build_base
 from ddpctl.images.build import (
     BuildResult,
-    Progress,
     build_image,
     build_wheel,
     find_source_root,
@@ -51,14 +50,15 @@ from ddpctl.images.plans import (
     driver_supports,
     min_driver_for_cuda,
 )
+from ddpctl.images.progress import BuildProgress
 from ddpctl.images.pull import PULL_FIX, pull_base, pull_failure_reason
-from ddpctl.images.tidy import BuildTrace, _tidy_build, deps_tag
+from ddpctl.images.tidy import BuildTrace, deps_tag, tidy_build
 
 __all__ = [
     "BASE_PACKAGES", "CHECK_SCRIPT", "CUDA_VERSION", "DEFAULT_CUDA_BASE", "DEFAULT_LOCAL_BASE", "DEFAULT_MIRROR",
     "DEFAULT_SUITE", "LABEL_BASE_HASH", "LABEL_BUILD_HASH", "LABEL_CUDA", "LABEL_TORCH", "MIN_DRIVER", "STAGE_DIR",
-    "TORCH_VERSION", "BasePlan", "BuildPlan", "BuildResult", "CheckReport", "DriverVerdict", "Progress",
+    "TORCH_VERSION", "BasePlan", "BuildPlan", "BuildResult", "CheckReport", "DriverVerdict", "BuildProgress",
     "build_base", "build_hash", "build_image", "build_plan", "build_wheel", "check_image", "driver_supports",
     "find_source_root", "image_requirements", "min_driver_for_cuda", "probe_torch", "stage_context",
-    "wheel_requirements", "BuildTrace", "_tidy_build", "deps_tag", "PULL_FIX", "pull_base", "pull_failure_reason",
+    "wheel_requirements", "BuildTrace", "tidy_build", "deps_tag", "PULL_FIX", "pull_base", "pull_failure_reason",
 ]

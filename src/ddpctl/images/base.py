@@ -15,17 +15,17 @@ from pathlib import Path
 from ddpctl.dockerclient import docker_client, image_labels
 from ddpctl.dockerclient import image_id as _image_id
 from ddpctl.errors import EngineError, UsageError
-from ddpctl.images.build import Progress
 from ddpctl.images.plans import LABEL_BASE_HASH, BasePlan
-from ddpctl.images.tidy import _drop_if_untagged
+from ddpctl.images.progress import BuildProgress
+from ddpctl.images.tidy import drop_if_untagged
 
 # ---------------------------------------------------------------------------------------------- base
 
 
-def build_base(plan: BasePlan, *, force: bool = False, progress: Progress | None = None,
+def build_base(plan: BasePlan, *, force: bool = False, progress: BuildProgress | None = None,
                workdir: Path | None = None) -> str:
     """Make the local Debian base with debootstrap and import it; returns the image id."""
-    progress = progress or Progress()
+    progress = progress or BuildProgress()
     if os.geteuid() != 0:
         raise UsageError("'ddpctl image base' needs root (debootstrap creates device nodes and chroots)",
                          "run it as root, e.g. 'sudo ddpctl image base'")
@@ -74,7 +74,7 @@ def build_base(plan: BasePlan, *, force: bool = False, progress: Progress | None
             raise EngineError(f"importing the base image failed: {errors[0]}", "check the Docker daemon's log")
         image_id = _image_id(client, plan.tag) or ""
         if previous_id and previous_id != image_id:
-            _drop_if_untagged(client, previous_id)  # the base it replaced, unless an image is built on it
+            drop_if_untagged(client, previous_id)  # the base it replaced, unless an image is built on it
         progress.done(f"built {plan.tag} ({image_id[7:19]}) from debian {plan.suite}")
         return image_id
     finally:

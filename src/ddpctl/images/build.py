@@ -1,7 +1,7 @@
 """``ddpctl image build``: ``docker/Dockerfile`` built through the Docker SDK (legacy builder: no BuildKit
 features), with the project wheel made on the host and torch taken from a wheelhouse or an index when the base
 has none. An image whose recorded input hash matches is reused ("up to date"), so CI rebuilds only when
-something that goes into the image changed. Also :class:`Progress`, the build output of every image command."""
+something that goes into the image changed."""
 
 from __future__ import annotations
 
@@ -27,47 +27,10 @@ from ddpctl.images.plans import (
     BuildPlan,
     build_hash,
 )
+from ddpctl.images.progress import BuildProgress
 from ddpctl.images.pull import pull_base
-from ddpctl.images.tidy import BuildTrace, _drop_if_untagged, _tidy_build, deps_tag
+from ddpctl.images.tidy import BuildTrace, deps_tag, drop_if_untagged, tidy_build
 from ddpctl.launch import LABEL_MANAGED_BY, LABEL_VERSION, MANAGED_BY
-
-
-class Progress:
-    """Build output: one live status line on a terminal, plain lines otherwise (CI logs)."""
-
-    def __init__(self, stream=None, tty: bool | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty() if tty is None else tty
-        self.step = ""
-        self.start = time.monotonic()
-
-    def line(self, text: str) -> None:
-        text = text.rstrip("\n")
-        if not text.strip():
-            return
-        if not self.tty:
-            print(text, file=self.stream, flush=True)
-            return
-        if text.startswith("Step "):
-            if self.step:
-                self._write(f"\u2713 {self.step}\n")
-            self.step = text
-            self._write(f"\u2026 {self.step}")
-            return
-        width = shutil.get_terminal_size((100, 20)).columns
-        status = f"\u2026 {self.step}  [{time.monotonic() - self.start:5.0f}s] {text.strip()}"
-        self._write(status[: width - 1])
-
-    def _write(self, text: str) -> None:
-        self.stream.write("\r\x1b[K" + text)
-        self.stream.flush()
-
-    def done(self, message: str) -> None:
-        if self.tty:
-            if self.step:
-                self._write(f"\u2713 {self.step}\n")
-            self.stream.write("\r\x1b[K")
-        print(message, file=self.stream, flush=True)
 
 
 def find_source_root(start: Path | None = None) -> Path:
@@ -164,11 +127,11 @@ class BuildResult:
     labels: dict[str, str] = field(default_factory=dict)
 
 
-def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress | None = None,
+def build_image(plan: BuildPlan, *, root: Path | None = None, progress: BuildProgress | None = None,
                 force: bool = False, nocache: bool = False) -> BuildResult:
     """Build ``plan`` with the Docker SDK; skipped when an image with the same input hash exists."""
     t0 = time.monotonic()
-    progress = progress or Progress()
+    progress = progress or BuildProgress()
     root = root or find_source_root()
     client = docker_client()
     base_id = _image_id(client, plan.base)
@@ -215,12 +178,12 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: Progress
     finally:
         shutil.rmtree(root / STAGE_DIR, ignore_errors=True)
     if error:
-        _tidy_build(client, trace, None, None)
+        tidy_build(client, trace, None, None)
         raise EngineError(f"building {plan.tag} failed: {error[:300]}", "read the build output above")
     image_id = image_id or _image_id(client, plan.tag) or ""
     if previous_id and previous_id != image_id:
-        _drop_if_untagged(client, previous_id)
-    _tidy_build(client, trace, image_id, deps_tag(plan.tag))
+        drop_if_untagged(client, previous_id)
+    tidy_build(client, trace, image_id, deps_tag(plan.tag))
     seconds = time.monotonic() - t0
     final = image_labels(client, plan.tag) or {}
     progress.done(f"built {plan.tag} ({image_id[7:19]}) in {seconds:.0f}s: torch {final.get(LABEL_TORCH, '?')}, "

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ddpctl.dockerclient import image_id as _image_id
+from ddpctl.dockerclient import image_id
 from ddpctl.errors import EngineError
+from ddpctl.images.progress import BuildProgress
 
-if TYPE_CHECKING:
-    from ddpctl.images.build import Progress
-
-# What a registry failure looks like in the daemon's pull error, and ddpctl's own words for it.
-_UNREACHABLE = ("no such host", "lookup ", "dial tcp", "i/o timeout", "connection refused", "network is unreachable",
+# What an unreachable registry looks like in the daemon's pull and push errors (push.py reads it too).
+REGISTRY_UNREACHABLE = ("no such host", "lookup ", "dial tcp", "i/o timeout", "connection refused", "network is unreachable",
                 "tls handshake timeout", "client.timeout", "temporary failure in name resolution", "server misbehaving",
                 "connection reset", "no route to host", "eof")
+# ... and a registry that has no such image or refuses it (a pull's), with ddpctl's own words for it.
 _NOT_THERE = ("not found", "manifest unknown", "pull access denied", "unauthorized", "denied", "does not exist")
 PULL_FIX = ("pull it on a machine that reaches the registry and move it here ('docker save IMAGE | docker load'), "
             "pass --base with an image this engine already has, or build the CPU image offline with "
@@ -23,7 +20,7 @@ PULL_FIX = ("pull it on a machine that reaches the registry and move it here ('d
 def pull_failure_reason(daemon_error: str) -> str:
     """The daemon's raw pull error (DNS, TLS, HTTP) as a short reason in ddpctl's words."""
     text = daemon_error.lower()
-    if any(k in text for k in _UNREACHABLE):
+    if any(k in text for k in REGISTRY_UNREACHABLE):
         return "no registry is reachable from the Docker Engine"
     if any(k in text for k in _NOT_THERE):
         return "the registry has no such image or refuses access to it"
@@ -31,7 +28,7 @@ def pull_failure_reason(daemon_error: str) -> str:
     return f"the registry answered: {first[:120]}"
 
 
-def pull_base(client, ref: str, progress: Progress) -> str:
+def pull_base(client, ref: str, progress: BuildProgress) -> str:
     """Pull a base image the engine does not have; returns its id. A failed pull is one line with the fix."""
     from docker.utils import parse_repository_tag
 
@@ -46,8 +43,8 @@ def pull_base(client, ref: str, progress: Progress) -> str:
                 progress.line(f"{ev.get('id', '')} {ev['status']}".strip())
     except Exception as exc:  # APIError / NotFound / connection errors from docker-py
         error = getattr(exc, "explanation", None) or str(exc)
-    image_id = None if error else _image_id(client, ref)
-    if image_id is None:
+    found = None if error else image_id(client, ref)
+    if found is None:
         raise EngineError(f"cannot pull base image {ref}: {pull_failure_reason(str(error or 'not found'))}",
                           PULL_FIX)
-    return image_id
+    return found

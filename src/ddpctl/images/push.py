@@ -13,11 +13,10 @@ import re
 
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.images import workspace as ws
-from ddpctl.images.build import Progress
+from ddpctl.images.progress import BuildProgress
+from ddpctl.images.pull import REGISTRY_UNREACHABLE
 
 _DIGEST = re.compile(r"\bdigest: (sha256:[0-9a-f]{64})\b")
-_UNREACHABLE = ("connection refused", "no such host", "dial tcp", "i/o timeout", "network is unreachable",
-                "no route to host", "connection reset", "tls handshake timeout", "eof")
 _DENIED = ("denied", "unauthorized", "authentication required", "forbidden", "no basic auth credentials")
 
 
@@ -36,15 +35,15 @@ def push_failure(ref: str, error: str) -> EngineError:
         return EngineError(f"registry {host} refused the push of {ref} ({short})",
                            f"log in with 'docker login {host}' (ddpctl uses the Docker config's credentials) or "
                            "push to a repository you may write to")
-    if any(k in text for k in _UNREACHABLE):
+    if any(k in text for k in REGISTRY_UNREACHABLE):
         return EngineError(f"cannot reach registry {host} to push {ref} ({short})",
                            "start the registry or fix the host:port in the image reference")
     return EngineError(f"pushing {ref} failed: {short}", "read the push output above")
 
 
-def push_image(ref: str, *, progress: Progress | None = None, client=None) -> str:
+def push_image(ref: str, *, progress: BuildProgress | None = None, client=None) -> str:
     """Push local image ``ref`` (REPO:TAG); returns ``REPO@sha256:<digest>`` as the registry stored it."""
-    progress = progress or Progress()
+    progress = progress or BuildProgress()
     repo, tag = ws.split_ref(ref)
     if tag is None:
         raise UsageError(f"{ref!r} has no tag", "push REPOSITORY:TAG (the tag 'ddpctl image build' printed)")

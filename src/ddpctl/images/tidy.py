@@ -46,7 +46,7 @@ def _dangling_ids(client) -> set[str]:
         return set()
 
 
-def _tidy_build(client, trace: BuildTrace, final_id: str | None, cache_tag: str | None) -> None:
+def tidy_build(client, trace: BuildTrace, final_id: str | None, cache_tag: str | None) -> None:
     """Leave no ``<none>`` image behind from this build (only ids this build printed are touched).
 
     The legacy builder keeps the last image of every earlier stage untagged and childless: the first stage
@@ -64,16 +64,16 @@ def _tidy_build(client, trace: BuildTrace, final_id: str | None, cache_tag: str 
                 client.images.get(stage).tag(repo, version)
                 keep.add(stage)
                 if previous and previous != stage:
-                    _drop_if_untagged(client, previous)
+                    drop_if_untagged(client, previous)
             except Exception:  # noqa: BLE001 - could not tag: removed below like the rest
                 pass
     dangling = _dangling_ids(client)
     ours = {i for short in trace.ids for i in dangling if i.split(":", 1)[-1].startswith(short)}
     for image in ours - keep:
-        _drop_if_untagged(client, image)
+        drop_if_untagged(client, image)
 
 
-def _drop_if_untagged(client, image_id: str) -> None:
+def drop_if_untagged(client, image_id: str) -> None:
     """An image nothing names any more (the one a rebuild replaced, a stage cache): remove it and its untagged
     parents that nothing else uses, so no ``<none>`` image is left; shared layers stay cached."""
     try:

@@ -22,8 +22,8 @@ from ddpctl.dockerclient import docker_client, image_labels
 from ddpctl.dockerclient import image_id as _image_id
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.images import workspace as ws
-from ddpctl.images.build import Progress
-from ddpctl.images.tidy import BuildTrace, _drop_if_untagged, _tidy_build
+from ddpctl.images.progress import BuildProgress
+from ddpctl.images.tidy import BuildTrace, drop_if_untagged, tidy_build
 from ddpctl.launch import LABEL_MANAGED_BY, LABEL_VERSION, MANAGED_BY
 
 _MTIME = 315532800  # 1980-01-01, as the wheel build uses: tar headers carry no checkout time
@@ -98,7 +98,7 @@ def deps_context(base: str, requirements: Path, pip: ws.PipOptions):
 
 
 def _run_build(client, context, *, tag: str, labels: dict[str, str], buildargs: dict[str, str] | None,
-               progress: Progress, what: str) -> str:
+               progress: BuildProgress, what: str) -> str:
     """One legacy build from a tar stream; returns the image id. A failure leaves no step image behind."""
     trace = BuildTrace()
     image_id, error, lines = "", None, []
@@ -119,7 +119,7 @@ def _run_build(client, context, *, tag: str, labels: dict[str, str], buildargs: 
     finally:
         context.close()
     if error:
-        _tidy_build(client, trace, None, None)
+        tidy_build(client, trace, None, None)
         missing = next((m.group(1) for line in lines for m in [_NOT_FOUND.search(line)] if m), None)
         if missing:
             raise UsageError(f"requirement {missing} cannot be found by pip (the {what} was not built)",
@@ -130,12 +130,12 @@ def _run_build(client, context, *, tag: str, labels: dict[str, str], buildargs: 
 
 
 def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag: str | None = None,
-                    pip: ws.PipOptions | None = None, progress: Progress | None = None,
+                    pip: ws.PipOptions | None = None, progress: BuildProgress | None = None,
                     force: bool = False) -> WorkspaceImage:
     """Build (or find) the workspace image of ``workspace`` on ``base``; returns its reference and id."""
     t0 = time.monotonic()
     pip = pip or ws.PipOptions()
-    progress = progress or Progress()
+    progress = progress or BuildProgress()
     client = docker_client()
     base_id = _image_id(client, base)
     if base_id is None:
@@ -169,7 +169,7 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
     image_id = _run_build(client, code_context(workspace, parent, labels), tag=ref, labels={}, buildargs=None,
                           progress=progress, what=f"workspace image {ref}")
     if previous and previous != image_id:
-        _drop_if_untagged(client, previous)
+        drop_if_untagged(client, previous)
     seconds = time.monotonic() - t0
     progress.done(f"built {ref} ({image_id[7:19]}) in {seconds:.1f}s: {len(workspace.files)} files on {base}")
     return WorkspaceImage(ref, image_id, False, seconds, base, len(workspace.files), labels)

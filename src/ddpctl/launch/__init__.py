@@ -59,7 +59,6 @@ from ddpctl.launch.names import (  # noqa: F401
     GpuRequest,
     NodeLaunch,
     ShellExpr,
-    _with_command,
     labels,
     master_addr,
     network_name,
@@ -69,6 +68,7 @@ from ddpctl.launch.names import (  # noqa: F401
     resume_command,
     trainjob_master_addr,
     user_command,
+    with_command,
 )
 from ddpctl.launch.threads import (  # noqa: F401
     AUTO_THREADS_ENV,

@@ -9,12 +9,12 @@ from ddpctl.launch.names import (
     EXIT_CODE_LAUNCHER,
     NodeLaunch,
     ShellExpr,
-    _with_command,
     labels,
     master_addr,
     node_name,
     restarts,
     resume_command,
+    with_command,
 )
 from ddpctl.launch.threads import nodes_per_host, thread_env
 from ddpctl.spec import JobSpec
@@ -73,7 +73,7 @@ def operator_command(spec: JobSpec) -> list[str]:
     if spec.restart_policy == "ExitCode":
         argv[0] = EXIT_CODE_LAUNCHER
     if restarts(spec):  # a recreated pod, or torchrun's own restart, resumes from the last checkpoint
-        argv = _with_command(argv, spec, resume_command(spec))
+        argv = with_command(argv, spec, resume_command(spec))
     return argv
 
 
@@ -98,7 +98,7 @@ def slurm_command(spec: JobSpec) -> list[str]:
     if slurm_resumes(spec):
         # ddp-train-launch: a SIGTERM ends in one line and exit 143 (ddp-train's checkpoint), not a traceback
         argv[0] = EXIT_CODE_LAUNCHER
-        argv = _with_command(argv, spec, resume_command(spec, slurm_checkpoint_dir(spec)))
+        argv = with_command(argv, spec, resume_command(spec, slurm_checkpoint_dir(spec)))
     return argv
 
 

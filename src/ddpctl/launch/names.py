@@ -142,6 +142,6 @@ def resume_command(spec: JobSpec, output_dir: str = CHECKPOINT_DIR) -> list[str]
     return cmd
 
 
-def _with_command(argv: list[str], spec: JobSpec, command: list[str]) -> list[str]:
+def with_command(argv: list[str], spec: JobSpec, command: list[str]) -> list[str]:
     """``argv`` (from :func:`torchrun_argv`) with the user command after ``--no-python`` replaced."""
     return argv[:len(argv) - len(user_command(spec))] + command

@@ -19,19 +19,19 @@ from typing import Any
 
 from ddpctl import launch
 from ddpctl.local.plan import ContainerPlan, plan_containers
-from ddpctl.render import _workspace, escape_dollars, to_yaml
+from ddpctl.render import escape_dollars, to_yaml, wssection
 from ddpctl.spec import JobSpec, format_size
 from ddpctl.targets import Support, Unsupported
 
 TARGET = "compose"
 
 # Compose honours every core spec field but docker_hosts; the kubernetes/slurm sections are other targets' options.
-SUPPORT = Support(TARGET, sections=("nccl", _workspace.SECTION), honours=_workspace.HONOURS | frozenset({
+SUPPORT = Support(TARGET, sections=("nccl", wssection.SECTION), honours=wssection.HONOURS | frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
     "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "master_addr",
     "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
-}), unsupported=_workspace.UNSUPPORTED + (
+}), unsupported=wssection.UNSUPPORTED + (
     Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
                 "a compose file starts a fixed set of services with a static rendezvous at node 0, while "
                 "torchrun's elastic c10d rendezvous needs nodes that may come and go",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddpctl import launch
-from ddpctl.render import _k8s, to_yaml
+from ddpctl.render import k8spod, to_yaml
 from ddpctl.spec import JobSpec, KubernetesOptions
 from ddpctl.targets import Support, Unsupported
 
@@ -31,8 +31,8 @@ PET_VARS = launch.PET_VARS
 
 _D = KubernetesOptions()
 
-SUPPORT = Support(TARGET, sections=_k8s.SECTIONS, honours=_k8s.COMMON_HONOURS | {"kubernetes.runtime"},
-                  unsupported=_k8s.COMMON_UNSUPPORTED + (
+SUPPORT = Support(TARGET, sections=k8spod.SECTIONS, honours=k8spod.COMMON_HONOURS | {"kubernetes.runtime"},
+                  unsupported=k8spod.COMMON_UNSUPPORTED + (
     Unsupported("network: host", lambda s: s.network == "host",
                 "TrainJob v2.3.0 runtimePatches have no hostNetwork", "use network: bridge, or render a pytorchjob",
                 fields=("network",)),
@@ -63,16 +63,16 @@ SUPPORT = Support(TARGET, sections=_k8s.SECTIONS, honours=_k8s.COMMON_HONOURS | 
 
 
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": _k8s.volume_mounts(spec)}
-    sc = _k8s.security_context(spec)
+    container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": k8spod.volume_mounts(spec)}
+    sc = k8spod.security_context(spec)
     if sc:
         container["securityContext"] = sc
     pod: dict[str, Any] = {}
-    pod.update(_k8s.placement(spec))
-    pod["volumes"] = _k8s.volumes(spec)
+    pod.update(k8spod.placement(spec))
+    pod["volumes"] = k8spod.volumes(spec)
     pod["containers"] = [container]
     template: dict[str, Any] = {}
-    annotations = _k8s.pod_annotations(spec)
+    annotations = k8spod.pod_annotations(spec)
     if annotations:
         template["metadata"] = {"annotations": annotations}
     template["spec"] = pod
@@ -84,12 +84,12 @@ def render(spec: JobSpec) -> dict[str, Any]:
     SUPPORT.check(spec)
     trainer: dict[str, Any] = {
         "image": spec.resolved_image,
-        "command": _k8s.command(spec),
-        "env": _k8s.env_list(spec),
+        "command": k8spod.command(spec),
+        "env": k8spod.env_list(spec),
         "numNodes": spec.nodes,
         "numProcPerNode": spec.procs_per_node,
     }
-    res = _k8s.resources(spec)
+    res = k8spod.resources(spec)
     if res:
         trainer["resourcesPerNode"] = res
     body: dict[str, Any] = {
@@ -108,7 +108,7 @@ def render(spec: JobSpec) -> dict[str, Any]:
         body["suspend"] = True
     if spec.kubernetes.active_deadline_seconds:
         body["activeDeadlineSeconds"] = spec.kubernetes.active_deadline_seconds
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": _k8s.metadata(spec), "spec": body}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": k8spod.metadata(spec), "spec": body}
 
 
 def render_text(spec: JobSpec) -> dict[str, str]:

@@ -41,7 +41,6 @@ ever expanding aliases beyond those limits. docs/security.md explains why each r
 from __future__ import annotations
 
 from ddpctl.rules.base import (  # noqa: F401
-    _BAD_CHARS_RE,
     INT32_MAX,
     INT64_MAX,
     MAX_BYTES,
@@ -59,8 +58,7 @@ from ddpctl.rules.base import (  # noqa: F401
     text,
 )
 from ddpctl.rules.env import (  # noqa: F401
-    _ENV_NAME_RE,
-    _TOPOLOGY_FIX,
+    ENV_NAME_RE,
     RESERVED_ENV,
     RESERVED_ENV_PREFIXES,
     env_name,
@@ -69,24 +67,12 @@ from ddpctl.rules.env import (  # noqa: F401
     user_env_name,
 )
 from ddpctl.rules.images import (  # noqa: F401
-    _ALNUM,
-    _DIGEST,
-    _DOMAIN,
-    _DOMAIN_COMPONENT,
-    _DOMAIN_NAME,
-    _IMAGE_RE,
-    _IPV6,
-    _PATH_COMPONENT,
-    _SEP,
-    _TAG,
     MAX_IMAGE_NAME_LEN,
     container_image,
     image_ref,
 )
 from ddpctl.rules.k8s import (  # noqa: F401
-    _DNS1035_LABEL_RE,
-    _DNS1123_LABEL_RE,
-    _LABEL_NAME_RE,
+    DNS1035_LABEL_RE,
     TOLERATION_EFFECTS,
     TOLERATION_KEYS,
     TOLERATION_OPERATORS,
@@ -98,10 +84,6 @@ from ddpctl.rules.k8s import (  # noqa: F401
     toleration,
 )
 from ddpctl.rules.numbers import (  # noqa: F401
-    _GPU_UUID_RE,
-    _QUANTITY_RE,
-    _SIZE_RE,
-    _short,
     cpu_quantity,
     cpus,
     device_id,
@@ -112,14 +94,11 @@ from ddpctl.rules.numbers import (  # noqa: F401
     size_bytes,
 )
 from ddpctl.rules.paths import (  # noqa: F401
-    _PATH_BAD,
-    _path_common,
     container_path,
     host_path,
     is_relative_path,
 )
 from ddpctl.rules.yamlinput import (  # noqa: F401
-    _yaml_error,
     compose_yaml_bounded,
     construct_scalar,
 )

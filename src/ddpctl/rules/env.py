@@ -9,7 +9,7 @@ from ddpctl.rules.base import RuleError, text
 
 # ------------------------------------------------------------------------------------------------ env
 
-_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Names that would silently change the job's topology, or break/hijack the generated shell script.
 # Each maps to the flag or key to use instead (the error message quotes it).
@@ -54,7 +54,7 @@ RESERVED_ENV_PREFIXES: dict[str, str] = {
 
 def env_name(name: Any) -> str:
     """A POSIX-style environment variable name, matched against the whole string."""
-    if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
+    if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
         shown = name if not isinstance(name, str) else name.encode("unicode_escape").decode("ascii")
         raise RuleError(f"{shown!r} is not a valid environment variable name",
                         "use letters, digits and _ and start with a letter or _")

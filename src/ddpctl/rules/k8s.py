@@ -11,7 +11,7 @@ from ddpctl.rules.numbers import int64
 # ------------------------------------------------------------------------------------ Kubernetes names
 
 _DNS1123_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1035_LABEL_RE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS1035_LABEL_RE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _LABEL_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
@@ -32,7 +32,7 @@ def dns1123_subdomain(value: Any, *, what: str = "name") -> str:
 
 
 def dns1035_label(value: Any, *, what: str = "name", max_len: int = 63) -> str:
-    if not isinstance(value, str) or len(value) > max_len or not _DNS1035_LABEL_RE.fullmatch(value):
+    if not isinstance(value, str) or len(value) > max_len or not DNS1035_LABEL_RE.fullmatch(value):
         raise RuleError(f"{what} {value!r} is not a DNS-1035 label (lowercase letters, digits and '-', "
                         f"starting with a letter, at most {max_len} characters)", "use e.g. 'resnet-ddp'")
     return value

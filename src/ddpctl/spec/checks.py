@@ -227,7 +227,7 @@ def tolerations(ck: Checker, path, value) -> tuple[Mapping[str, Any], ...]:
 
 def job_name(ck: Checker, p, value, max_len: int) -> str:
     value = ck.string(p, value)
-    if len(value) > max_len or not rules._DNS1035_LABEL_RE.fullmatch(value):
+    if len(value) > max_len or not rules.DNS1035_LABEL_RE.fullmatch(value):
         raise ck.fail(p, f"{show(value)} is not {NAME_WHAT} of at most {max_len} characters",
                       "use e.g. 'resnet-ddp'")
     return value

@@ -17,7 +17,7 @@ from typing import Any
 from ddpctl import rules
 from ddpctl.spec import checks as c
 from ddpctl.spec.checks import Checker
-from ddpctl.spec.field import Check, Field, Flag  # noqa: F401  (Field, Flag: the table's entries)
+from ddpctl.spec.fieldtypes import Check, Field, Flag  # noqa: F401  (Field, Flag: the table's entries)
 from ddpctl.spec.model import MAX_GPUS_PER_NODE, MAX_NAME_LEN, MAX_NODES, SECTIONS
 
 

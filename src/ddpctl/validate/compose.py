@@ -18,16 +18,13 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
+from ddpctl.validate.pods import as_dict
 from ddpctl.validate.schema import Issue, short
 
 CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
 # docker-py's parse_bytes, which docker-compose 1.29.2 uses: a number, an optional b/k/m/g, an optional 'b' after
 # a unit letter (a grammar of the consumer, not the spec's size rule, which also reads Ki/Gi and t).
 DOCKER_SIZE = re.compile(r"^\d+(\.\d+)?([kmgKMG][bB]?|[bB])?$")
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
 
 
 def _names(value: Any) -> list[str]:
@@ -51,9 +48,9 @@ def check(doc: dict) -> Iterator[Issue]:
     if "name" in doc:
         yield Issue(("name",), "docker-compose 1.29.2 rejects a top-level name (Compose v2 accepts it); remove it "
                                "and use 'docker-compose -p NAME'")
-    services = _dict(doc.get("services"))
-    declared_networks = set(_dict(doc.get("networks"))) | {"default"}
-    declared_volumes = set(_dict(doc.get("volumes")))
+    services = as_dict(doc.get("services"))
+    declared_networks = set(as_dict(doc.get("networks"))) | {"default"}
+    declared_volumes = set(as_dict(doc.get("volumes")))
     containers: dict[str, str] = {}
     for sname, svc in services.items():
         if not isinstance(svc, dict):
@@ -129,7 +126,7 @@ def check(doc: dict) -> Iterator[Issue]:
                 elif target in targets:
                     yield Issue(vp, f"{target} is mounted twice in this service")
                 targets.add(target)
-        devices = _dict(_dict(_dict(_dict(svc.get("deploy")).get("resources")).get("reservations"))).get("devices")
+        devices = as_dict(as_dict(as_dict(as_dict(svc.get("deploy")).get("resources")).get("reservations"))).get("devices")
         for i, dev in enumerate(devices if isinstance(devices, list) else []):
             if isinstance(dev, dict) and "count" in dev and "device_ids" in dev:
                 yield Issue(p + ("deploy", "resources", "reservations", "devices", i),

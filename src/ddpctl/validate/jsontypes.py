@@ -44,7 +44,7 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _is_type(value: Any, t: str) -> bool:
+def is_type(value: Any, t: str) -> bool:
     actual = json_type(value)
     if t == actual:
         return True
@@ -61,25 +61,25 @@ def short(value: Any, limit: int = 40) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _regex(pattern: str) -> re.Pattern | None:
+def compile_regex(pattern: str) -> re.Pattern | None:
     try:
         return re.compile(pattern)
     except re.error:
         return None
 
 
-def _canon(value: Any) -> Any:
+def canon(value: Any) -> Any:
     """A hashable form for uniqueness checks (1 and 1.0 are equal, True and 1 are not)."""
     if isinstance(value, dict):
-        return ("o", tuple(sorted((k, _canon(v)) for k, v in value.items())))
+        return ("o", tuple(sorted((k, canon(v)) for k, v in value.items())))
     if isinstance(value, list):
-        return ("a", tuple(_canon(v) for v in value))
+        return ("a", tuple(canon(v) for v in value))
     if isinstance(value, bool):
         return ("b", value)
     return ("v", value)
 
 
-def _hint(key: Any, props: dict | None) -> str:
+def key_hint(key: Any, props: dict | None) -> str:
     if not props or not isinstance(key, str):
         return ""
     import difflib

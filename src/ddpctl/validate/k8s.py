@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from ddpctl.launch import PET_VARS  # one copy of the torch plugin's variables
 from ddpctl.validate.meta import dns1035_label, dns1123_subdomain, object_meta, parse_quantity
-from ddpctl.validate.pods import _dict, _env, _list, _resources, pod_template
+from ddpctl.validate.pods import as_dict, as_list, env_issues, pod_template, resources_issues
 from ddpctl.validate.schema import Issue, Path, short
 
 __all__ = ["CEL_RULES", "cel_issues", "object_meta", "parse_quantity", "pod_template", "pytorchjob", "trainjob"]
@@ -40,7 +40,7 @@ __all__ = ["CEL_RULES", "cel_issues", "object_meta", "parse_quantity", "pod_temp
 def pytorchjob(doc: dict) -> Iterator[Issue]:
     """Training Operator v1.9.4 webhook (pytorchjob_webhook.go L75-160) and pod rules."""
     yield from object_meta(doc.get("metadata"), ("metadata",), top=True, name_rule=dns1035_label)
-    spec = _dict(doc.get("spec"))
+    spec = as_dict(doc.get("spec"))
     replicas = spec.get("pytorchReplicaSpecs")
     if not isinstance(replicas, dict) or not replicas:
         yield Issue(("spec", "pytorchReplicaSpecs"), "must list the Master (and Worker) replicas")
@@ -49,31 +49,31 @@ def pytorchjob(doc: dict) -> Iterator[Issue]:
         p = ("spec", "pytorchReplicaSpecs", rtype)
         if rtype not in ("Master", "Worker"):
             yield Issue(p, f"replica type {rtype!r} is not Master or Worker")
-        rspec = _dict(rspec)
-        template = _dict(rspec.get("template"))
-        containers = _list(_dict(template.get("spec")).get("containers"))
-        if not any(_dict(c).get("name") == "pytorch" for c in containers):
+        rspec = as_dict(rspec)
+        template = as_dict(rspec.get("template"))
+        containers = as_list(as_dict(template.get("spec")).get("containers"))
+        if not any(as_dict(c).get("name") == "pytorch" for c in containers):
             yield Issue(p + ("template", "spec", "containers"), "needs a container named 'pytorch'")
         yield from pod_template(template, p + ("template",), complete=True)
-    master = _dict(replicas.get("Master"))
+    master = as_dict(replicas.get("Master"))
     if "Master" in replicas and master.get("replicas") != 1:
         yield Issue(("spec", "pytorchReplicaSpecs", "Master", "replicas"),
                     f"must be set to exactly 1, got {short(master.get('replicas'))}")
-    worker = _dict(replicas.get("Worker"))
+    worker = as_dict(replicas.get("Worker"))
     n = worker.get("replicas", 1)
     if "Worker" in replicas and isinstance(n, int) and n < 1:
         yield Issue(("spec", "pytorchReplicaSpecs", "Worker", "replicas"), f"must be at least 1, got {n}")
     if "elasticPolicy" in spec and "Worker" not in replicas:
         yield Issue(("spec", "elasticPolicy"), "needs a Worker replica spec")
     for rtype, rspec in replicas.items():
-        policy = _dict(rspec).get("restartPolicy")
+        policy = as_dict(rspec).get("restartPolicy")
         if policy not in (None, "Always", "OnFailure", "Never", "ExitCode"):
             yield Issue(("spec", "pytorchReplicaSpecs", rtype, "restartPolicy"),
                         f"must be one of Always, OnFailure, Never, ExitCode; got {short(policy)}")
-    pclass = _dict(_dict(spec.get("runPolicy")).get("schedulingPolicy")).get("priorityClass")
+    pclass = as_dict(as_dict(spec.get("runPolicy")).get("schedulingPolicy")).get("priorityClass")
     if isinstance(pclass, str) and pclass and dns1123_subdomain(pclass):
         yield Issue(("spec", "runPolicy", "schedulingPolicy", "priorityClass"), dns1123_subdomain(pclass) or "")
-    clean = _dict(spec.get("runPolicy")).get("cleanPodPolicy")
+    clean = as_dict(spec.get("runPolicy")).get("cleanPodPolicy")
     if clean not in (None, "All", "Running", "None"):
         yield Issue(("spec", "runPolicy", "cleanPodPolicy"), f"must be one of All, Running, None; got {short(clean)}")
 
@@ -81,25 +81,25 @@ def pytorchjob(doc: dict) -> Iterator[Issue]:
 def trainjob(doc: dict) -> Iterator[Issue]:
     """Trainer v2.3.0: webhook (torch.go L65-77), CEL on metadata.name, and the patched pods."""
     yield from object_meta(doc.get("metadata"), ("metadata",), top=True, name_rule=dns1035_label)
-    spec = _dict(doc.get("spec"))
-    trainer = _dict(spec.get("trainer"))
-    for i, item in enumerate(_list(trainer.get("env"))):
-        if _dict(item).get("name") in PET_VARS:
+    spec = as_dict(doc.get("spec"))
+    trainer = as_dict(spec.get("trainer"))
+    for i, item in enumerate(as_list(trainer.get("env"))):
+        if as_dict(item).get("name") in PET_VARS:
             yield Issue(("spec", "trainer", "env", i, "name"),
                         f"{item['name']} is set by the torch plugin; the webhook rejects it in trainer.env")
-    yield from _env(trainer.get("env"), ("spec", "trainer", "env"))
-    yield from _resources(trainer.get("resourcesPerNode"), ("spec", "trainer", "resourcesPerNode"))
-    runtime = _dict(spec.get("runtimeRef")).get("name")
+    yield from env_issues(trainer.get("env"), ("spec", "trainer", "env"))
+    yield from resources_issues(trainer.get("resourcesPerNode"), ("spec", "trainer", "resourcesPerNode"))
+    runtime = as_dict(spec.get("runtimeRef")).get("name")
     if isinstance(runtime, str) and runtime and dns1123_subdomain(runtime):
         yield Issue(("spec", "runtimeRef", "name"), dns1123_subdomain(runtime) or "")
     image = trainer.get("image")
     if isinstance(image, str) and image != image.strip():
         yield Issue(("spec", "trainer", "image"), "must not have leading or trailing whitespace")
-    for i, patch in enumerate(_list(spec.get("runtimePatches"))):
-        jobs = _list(_dict(_dict(_dict(_dict(patch).get("trainingRuntimeSpec")).get("template")).get("spec"))
+    for i, patch in enumerate(as_list(spec.get("runtimePatches"))):
+        jobs = as_list(as_dict(as_dict(as_dict(as_dict(patch).get("trainingRuntimeSpec")).get("template")).get("spec"))
                      .get("replicatedJobs"))
         for j, rj in enumerate(jobs):
-            template = _dict(_dict(_dict(rj).get("template")).get("spec")).get("template")
+            template = as_dict(as_dict(as_dict(rj).get("template")).get("spec")).get("template")
             p = ("spec", "runtimePatches", i, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", j,
                  "template", "spec", "template")
             yield from pod_template(template, p, complete=False)
@@ -110,14 +110,14 @@ def trainjob(doc: dict) -> Iterator[Issue]:
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
 CEL_RULES: dict[str, Callable[[Any], bool] | None] = {
     "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')":
-        lambda s: re.fullmatch("[a-z]([-a-z0-9]*[a-z0-9])?", str(_dict(_dict(s).get("metadata")).get("name", "")))
+        lambda s: re.fullmatch("[a-z]([-a-z0-9]*[a-z0-9])?", str(as_dict(as_dict(s).get("metadata")).get("name", "")))
         is not None,  # the CEL rule's own regex, as written in the CRD
-    "size(self.metadata.name) <= 63": lambda s: len(str(_dict(_dict(s).get("metadata")).get("name", ""))) <= 63,
+    "size(self.metadata.name) <= 63": lambda s: len(str(as_dict(as_dict(s).get("metadata")).get("name", ""))) <= 63,
     "self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')":
         lambda s: not isinstance(s, str) or s == "" or _URI.match(s) is not None,
     "self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']":
         lambda s: s in ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"),
-    "has(self.lastUpdatedTime)": lambda s: "lastUpdatedTime" in _dict(s),
+    "has(self.lastUpdatedTime)": lambda s: "lastUpdatedTime" in as_dict(s),
     "self == oldSelf": None,
 }
 

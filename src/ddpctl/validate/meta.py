@@ -72,7 +72,7 @@ OBJECT_META_FIELDS = frozenset({
 MAX_ANNOTATIONS_BYTES = 256 * 1024
 
 
-def _string_map(value: Any, path: Path, key_rule: Callable[[str], str | None],
+def string_map_issues(value: Any, path: Path, key_rule: Callable[[str], str | None],
                 value_rule: Callable[[str], str | None] | None) -> Iterator[Issue]:
     if not isinstance(value, dict):
         if value is not None:
@@ -114,9 +114,9 @@ def object_meta(meta: Any, path: Path, *, top: bool, name_rule: Callable[[str], 
         problem = dns1123_label(ns)
         if problem:
             yield Issue(path + ("namespace",), problem)
-    yield from _string_map(meta.get("labels"), path + ("labels",), qualified_name, label_value)
+    yield from string_map_issues(meta.get("labels"), path + ("labels",), qualified_name, label_value)
     annotations = meta.get("annotations")
-    yield from _string_map(annotations, path + ("annotations",), qualified_name, None)
+    yield from string_map_issues(annotations, path + ("annotations",), qualified_name, None)
     if isinstance(annotations, dict):
         size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
         if size > MAX_ANNOTATIONS_BYTES:

@@ -12,13 +12,13 @@ from ddpctl.validate.meta import (
     CONFIG_KEY,
     ENV_NAME_K8S,
     IANA_SVC_NAME,
-    _string_map,
     dns1123_label,
     dns1123_subdomain,
     label_value,
     object_meta,
     parse_quantity,
     qualified_name,
+    string_map_issues,
 )
 from ddpctl.validate.schema import Issue, Path, short
 
@@ -28,26 +28,26 @@ DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
 
-def _list(value: Any) -> list:
+def as_list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-def _dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
 def _entries(parent: dict, key: str, path: Path) -> Iterator[tuple[Path, dict]]:
     """(path, mapping) of each item of list ``parent[key]`` (a non-mapping item as an empty one)."""
-    for i, item in enumerate(_list(parent.get(key))):
-        yield path + (key, i), _dict(item)
+    for i, item in enumerate(as_list(parent.get(key))):
+        yield path + (key, i), as_dict(item)
 
 
 def _backsteps(p: str) -> bool:
     return ".." in p.replace("\\", "/").split("/")
 
 
-def _env(env: Any, path: Path) -> Iterator[Issue]:
-    for i, item in enumerate(_list(env)):
+def env_issues(env: Any, path: Path) -> Iterator[Issue]:
+    for i, item in enumerate(as_list(env)):
         if not isinstance(item, dict):
             continue
         p = path + (i,)
@@ -60,12 +60,12 @@ def _env(env: Any, path: Path) -> Iterator[Issue]:
         if source is not None:
             if has_value:
                 yield Issue(p, "may not have both value and valueFrom")
-            kinds = [k for k in _dict(source) if _dict(source).get(k) is not None]
+            kinds = [k for k in as_dict(source) if as_dict(source).get(k) is not None]
             if len(kinds) != 1:
                 yield Issue(p + ("valueFrom",), f"must have exactly one source, has {len(kinds)}")
             for kind in ("secretKeyRef", "configMapKeyRef"):
-                ref = _dict(_dict(source).get(kind))
-                if kind in _dict(source):
+                ref = as_dict(as_dict(source).get(kind))
+                if kind in as_dict(source):
                     rname, rkey = ref.get("name"), ref.get("key")
                     if not isinstance(rname, str) or not rname:
                         yield Issue(p + ("valueFrom", kind, "name"), "is required (the Secret/ConfigMap name)")
@@ -76,11 +76,11 @@ def _env(env: Any, path: Path) -> Iterator[Issue]:
                                     f"{rkey!r} is not a valid key (letters, digits, '-', '_' or '.')")
 
 
-def _resources(res: Any, path: Path) -> Iterator[Issue]:
-    res = _dict(res)
+def resources_issues(res: Any, path: Path) -> Iterator[Issue]:
+    res = as_dict(res)
     parsed: dict[str, dict[str, Decimal]] = {}
     for part in ("limits", "requests"):
-        for name, qty in _dict(res.get(part)).items():
+        for name, qty in as_dict(res.get(part)).items():
             p = path + (part, name)
             if "/" not in name and name not in STANDARD_RESOURCES and not name.startswith("hugepages-"):
                 yield Issue(p, f"{name!r} is not a standard resource name; extended resources need a "
@@ -116,8 +116,8 @@ def _container(c: dict, path: Path, *, complete: bool, volume_names: set[str] | 
             yield Issue(path + ("image",), "is required")
         elif image != image.strip():
             yield Issue(path + ("image",), "must not have leading or trailing whitespace")
-    yield from _env(c.get("env"), path + ("env",))
-    yield from _resources(c.get("resources"), path + ("resources",))
+    yield from env_issues(c.get("env"), path + ("env",))
+    yield from resources_issues(c.get("resources"), path + ("resources",))
     port_names: set[str] = set()
     for p, port in _entries(c, "ports", path):
         for key in ("containerPort", "hostPort"):
@@ -150,7 +150,7 @@ def _container(c: dict, path: Path, *, complete: bool, volume_names: set[str] | 
 def pod_spec(spec: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
     """Core v1 PodSpec rules. ``complete``: a whole pod (every container has an image, mounts name volumes);
     false for a TrainJob runtime patch, which is merged into the runtime's pod."""
-    spec = _dict(spec)
+    spec = as_dict(spec)
     volume_names: set[str] = set()
     for p, vol in _entries(spec, "volumes", path):
         vname = vol.get("name")
@@ -159,19 +159,19 @@ def pod_spec(spec: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
             if problem:
                 yield Issue(p + ("name",), problem)
             volume_names.add(vname)
-        host = _dict(vol.get("hostPath"))
+        host = as_dict(vol.get("hostPath"))
         hp = host.get("path")
         if isinstance(hp, str) and _backsteps(hp):
             yield Issue(p + ("hostPath", "path"), f"{hp!r} must not contain '..'")
         sources = [k for k in vol if k != "name" and vol.get(k) is not None]
         if complete and len(sources) > 1:
             yield Issue(p, f"may have only one volume source, has {', '.join(sources)}")
-        size = _dict(vol.get("emptyDir")).get("sizeLimit")
+        size = as_dict(vol.get("emptyDir")).get("sizeLimit")
         if size is not None and parse_quantity(size) is None:
             yield Issue(p + ("emptyDir", "sizeLimit"), f"{short(size)} is not a Kubernetes quantity")
     names: set[str] = set()
     for part in ("initContainers", "containers"):
-        for i, c in enumerate(_list(spec.get(part))):
+        for i, c in enumerate(as_list(spec.get(part))):
             if not isinstance(c, dict):
                 continue
             cname = c.get("name")
@@ -181,7 +181,7 @@ def pod_spec(spec: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
                 names.add(cname)
             yield from _container(c, path + (part, i), complete=complete,
                                   volume_names=volume_names if complete else None)
-    if complete and not _list(spec.get("containers")):
+    if complete and not as_list(spec.get("containers")):
         yield Issue(path + ("containers",), "must have at least one container")
     for key in ("serviceAccountName", "schedulerName", "priorityClassName"):
         v = spec.get(key)
@@ -189,16 +189,16 @@ def pod_spec(spec: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
             problem = dns1123_subdomain(v)  # ValidateServiceAccountName is NameIsDNSSubdomain too
             if problem:
                 yield Issue(path + (key,), problem)
-    yield from _string_map(spec.get("nodeSelector"), path + ("nodeSelector",), qualified_name, label_value)
+    yield from string_map_issues(spec.get("nodeSelector"), path + ("nodeSelector",), qualified_name, label_value)
     for p, tol in _entries(spec, "tolerations", path):
         yield from _toleration(tol, p)
     dns = spec.get("dnsPolicy")
     if isinstance(dns, str) and dns not in DNS_POLICIES:
         yield Issue(path + ("dnsPolicy",), f"must be one of {', '.join(DNS_POLICIES)}; got {dns!r}")
     if spec.get("hostNetwork") is True:
-        for i, c in enumerate(_list(spec.get("containers"))):
-            for j, port in enumerate(_list(_dict(c).get("ports"))):
-                port = _dict(port)
+        for i, c in enumerate(as_list(spec.get("containers"))):
+            for j, port in enumerate(as_list(as_dict(c).get("ports"))):
+                port = as_dict(port)
                 if port.get("hostPort") not in (None, port.get("containerPort")):
                     yield Issue(path + ("containers", i, "ports", j, "hostPort"),
                                 "must equal containerPort with hostNetwork")
@@ -212,7 +212,7 @@ def _toleration(tol: dict, path: Path) -> Iterator[Issue]:
 
 
 def pod_template(template: Any, path: Path, *, complete: bool) -> Iterator[Issue]:
-    template = _dict(template)
+    template = as_dict(template)
     if "metadata" in template:
         yield from object_meta(template["metadata"], path + ("metadata",), top=False)
     yield from pod_spec(template.get("spec"), path + ("spec",), complete=complete)

@@ -30,11 +30,11 @@ from ddpctl.validate.jsontypes import (  # noqa: F401  (re-exported: the validat
     KNOWN_KEYWORDS,
     Issue,
     Path,
-    _canon,
-    _hint,
-    _is_type,
-    _regex,
+    canon,
+    compile_regex,
+    is_type,
     json_type,
+    key_hint,
     keywords,
     short,
 )
@@ -82,18 +82,18 @@ class Validator:
             return  # nullable, or pruned by the API server (required fields: see _object)
         t = schema.get("type")
         if schema.get("x-kubernetes-int-or-string"):
-            if not (_is_type(value, "integer") or isinstance(value, str)):
+            if not (is_type(value, "integer") or isinstance(value, str)):
                 yield Issue(path, f"must be an integer or a string, got {json_type(value)} {short(value)}")
                 return
         elif t is not None:
             types = t if isinstance(t, list) else [t]
-            if not any(_is_type(value, x) for x in types):
+            if not any(is_type(value, x) for x in types):
                 yield Issue(path, f"must be {' or '.join(types)}, got {json_type(value)} {short(value)}")
                 return
-        if "enum" in schema and not any(_canon(value) == _canon(e) for e in schema["enum"]):
+        if "enum" in schema and not any(canon(value) == canon(e) for e in schema["enum"]):
             allowed = ", ".join(str(e) for e in schema["enum"])
             yield Issue(path, f"must be one of {allowed}; got {short(value)}")
-        if "const" in schema and _canon(value) != _canon(schema["const"]):
+        if "const" in schema and canon(value) != canon(schema["const"]):
             yield Issue(path, f"must be {schema['const']!r}; got {short(value)}")
         if isinstance(value, dict):
             yield from self._object(value, schema, path)
@@ -175,7 +175,7 @@ class Validator:
                 yield from self._check(item, props[key], sub)
             if patterns:
                 for pattern, sub_schema in patterns.items():
-                    rx = _regex(pattern)
+                    rx = compile_regex(pattern)
                     if rx is not None and isinstance(key, str) and rx.search(key):
                         matched = True
                         yield from self._check(item, sub_schema, sub)
@@ -184,7 +184,7 @@ class Validator:
             if isinstance(extra, dict):
                 yield from self._check(item, extra, sub)
             elif extra is False or (extra is None and strict_here):
-                yield Issue(sub, "is not a known field" + _hint(key, props))
+                yield Issue(sub, "is not a known field" + key_hint(key, props))
 
     def _array(self, value: list, schema: dict, path: Path) -> Iterator[Issue]:
         if "minItems" in schema and len(value) < schema["minItems"]:
@@ -202,7 +202,7 @@ class Validator:
         if schema.get("uniqueItems") or list_type == "set":
             seen: set = set()
             for i, item in enumerate(value):
-                c = _canon(item)
+                c = canon(item)
                 if c in seen:
                     yield Issue(path + (i,), f"duplicate item {short(item)}")
                 seen.add(c)
@@ -212,7 +212,7 @@ class Validator:
             for i, item in enumerate(value):
                 if not isinstance(item, dict):
                     continue
-                k = tuple(_canon(item.get(key)) for key in keys)
+                k = tuple(canon(item.get(key)) for key in keys)
                 if k in seen_keys:
                     what = ", ".join(f"{key}={item.get(key)!r}" for key in keys)
                     yield Issue(path + (i,), f"duplicate entry ({what})")
@@ -224,7 +224,7 @@ class Validator:
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             yield Issue(path, f"must be at most {schema['maxLength']} characters long, is {len(value)}")
         if "pattern" in schema:
-            rx = _regex(schema["pattern"])
+            rx = compile_regex(schema["pattern"])
             if rx is not None and not rx.search(value):
                 yield Issue(path, f"{short(value)} does not match {schema['pattern']}")
 
@@ -240,7 +240,7 @@ class Validator:
                 and value >= schema["exclusiveMaximum"]:
             yield Issue(path, f"must be less than {schema['exclusiveMaximum']}, got {value}")
         fmt = schema.get("format")
-        if fmt in INT_RANGES and _is_type(value, "integer"):
+        if fmt in INT_RANGES and is_type(value, "integer"):
             lo, hi = INT_RANGES[fmt]
             if not lo <= value <= hi:
                 yield Issue(path, f"{value} does not fit in {fmt} ({lo}..{hi})")

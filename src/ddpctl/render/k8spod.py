@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddpctl import launch, rules
-from ddpctl.render import _workspace
+from ddpctl.render import wssection
 from ddpctl.spec import JobSpec, format_size
 from ddpctl.targets import Unsupported
 
@@ -23,11 +23,11 @@ COMMON_HONOURS = frozenset({
     "kubernetes.namespace", "kubernetes.active_deadline_seconds", "kubernetes.kueue_queue",
     "kubernetes.istio_sidecar", "kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.service_account",
     "kubernetes.shm_size",
-}) | _workspace.HONOURS
-SECTIONS = ("nccl", "kubernetes", _workspace.SECTION)
+}) | wssection.HONOURS
+SECTIONS = ("nccl", "kubernetes", wssection.SECTION)
 
 # Spec features that make sense for Docker/Slurm but not for a pod that Kubernetes places itself.
-COMMON_UNSUPPORTED: tuple[Unsupported, ...] = _workspace.UNSUPPORTED + (
+COMMON_UNSUPPORTED: tuple[Unsupported, ...] = wssection.UNSUPPORTED + (
     Unsupported("hosts", lambda s: bool(s.hosts), "Kubernetes places pods on nodes itself",
                 "drop hosts, or use kubernetes.node_selector"),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Kubernetes runs the pods, not Docker hosts",

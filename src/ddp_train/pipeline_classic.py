@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .data import ShardBatchSampler, Split, WorkerLoader
+from .data import Split
+from .pipeline_dataloader import ShardBatchSampler, WorkerPipeline
 
 try:
     from PIL import Image
@@ -92,7 +93,7 @@ class TorchvisionStyleDataset(torch.utils.data.Dataset):
         return self.transform(img), target
 
 
-class SeedLoader(WorkerLoader):
+class ClassicPipeline(WorkerPipeline):
     """DataLoader over the torchvision-style dataset the way the seeds build it (workers, pinned memory, the
     default prefetch of 2, workers re-spawned each epoch); this rank's shard and batches as every pipeline here."""
 
