@@ -78,18 +78,20 @@ def up(**kw) -> None:
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
     pip = wsopts.pip_options(kw)
+    allow_credentials = kw.pop("allow_credential_files", False)
+    job_file = kw.get("file")
     wsopts.absolute_code_paths(kw, bool(bake))
     spec = dh.up_spec(kw)
-    if not (bake or spec.workspace.dir):
-        wsopts.refuse_unused(pip, spec.workspace.requirements, flag="--bake")
-    if bake or spec.workspace.dir:
+    if wsopts.asked_to_build(spec, bool(bake), flag="--bake", source=job_file):
         from ddpctl.images import bake as baking
 
         if dry_run:
-            err(baking.plan_text(spec, "up", push=False).rstrip())
-            spec = baking.with_image(spec, baking.planned_ref(spec))
+            err(baking.plan_text(spec, "up", push=False, pip=pip, allow_credentials=allow_credentials).rstrip())
+            spec = baking.with_image(spec, baking.planned_ref(spec, baking.scan(spec, allow_credentials=allow_credentials)))
         else:
-            spec = baking.bake(spec, push=False, pip=pip)
+            spec = baking.bake(spec, push=False, pip=pip, allow_credentials=allow_credentials)
+    else:
+        wsopts.refuse_unused(pip, spec.workspace.requirements, flag="--bake", allow_credentials=allow_credentials)
     from ddpctl.local import executor
 
     spec, engine = dh.place(spec)
