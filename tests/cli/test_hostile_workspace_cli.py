@@ -167,3 +167,47 @@ def test_a_job_file_alone_cannot_build_or_push(capsys, tmp_path):
     # asked for on the command line: it goes ahead (a dry run here)
     code, out, err = cli(capsys, "render", "pytorchjob", "-f", str(job), "--push", REPO, "--dry-run")
     assert code == 0 and f"would push:  {REPO}:ws-<content hash>" in out, err
+
+
+REQUIREMENTS = [  # (requirements file text, needle of the refusal)
+    ("-ihttps://evil.example/simple\n", "would replace ddpctl's own index"),
+    ("torch --index-url=https://evil.example/simple\n", "would replace ddpctl's own index"),
+    ("--extra-index=https://evil.example/simple\n", "would add an index"),  # an optparse prefix, as pip reads it
+    ("numpy \\\n  -i https://evil.example/simple\n", "would replace ddpctl's own index"),  # a continued line
+    ("--no-index\n", "index choice"),
+    ("-f/tmp/wheels\n", "--wheelhouse"),
+    ("--find-links https://evil.example/links\n", "--wheelhouse"),
+    ("-c constraints.txt\n", "constraints file"),
+    ("-rother.txt\n", "another file"),
+    ("-e .\n", "local directory"),
+    ("./pkg\n", "local path"),
+    ("/abs/pkg.whl\n", "local path"),
+    ("pkg.whl\n", "local path"),
+    ("pkg @ file:///etc/passwd\n", "cannot reach"),
+    ("pkg @ https://user:pw@host.example/p.whl\n", "credentials"),
+    ("--trusted-host evil.example\n", "TLS"),
+    ("--use-feature=fast-deps\n", "not allowed"),
+    ("--only\n", "ambiguous"),
+]
+
+
+@pytest.mark.parametrize("text,needle", REQUIREMENTS, ids=[t.split()[0][:30] for t, _ in REQUIREMENTS])
+def test_a_requirements_file_may_not_change_the_index_or_name_local_files(capsys, tmp_path, text, needle):
+    root = project(tmp_path)
+    (root / "requirements.txt").write_text(text)
+    for args in commands(root):
+        line = one_line(*cli(capsys, *args, cwd=tmp_path), "requirements.txt line 1", needle)
+        assert "pw@" not in line  # a credential in the file is not repeated
+
+
+def test_the_dry_run_says_which_index_and_options_pip_uses_without_the_password(capsys, tmp_path):
+    root = project(tmp_path)
+    (root / "requirements.txt").write_text("--pre\nnumpy>=1.26 --hash=sha256:" + "a" * 64 + "\npkg @ https://h.example/p.whl\n")
+    args = commands(root)[1]
+    code, out, err = cli(capsys, *args[:-3], "--index-url", "https://me:hunter2@idx.example/simple", *args[-3:])
+    assert code == 0, err
+    assert "pip:          index https://****@idx.example/simple, options from the file: --pre" in out
+    assert "hunter2" not in out + err and "me:" not in out + err
+    code, out, err = cli(capsys, *args[:-3], "--index-url", "ftp://me:hunter2@x/", *args[-3:])
+    one_line(code, out, err, "--index-url")
+    assert "hunter2" not in err
