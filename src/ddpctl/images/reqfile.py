@@ -131,7 +131,10 @@ def shown(text: str) -> str:
 def _check_requirement(req: str) -> str | None:
     """Why ``req`` may not be in the file, or None."""
     if _REMOTE.match(req):
-        return None if "@" not in urlsplit(req.split("#", 1)[0]).netloc else "has credentials in its URL"
+        url = req.split("; ", 1)[0].strip()  # pip: 'URL ; marker'
+        if any(c.isspace() for c in url):
+            return "is not one URL (a URL line holds the URL and at most '; marker')"
+        return None if "@" not in urlsplit(url.split("#", 1)[0]).netloc else "has credentials in its URL"
     m = _NAME.match(req)
     direct = _DIRECT.match(m.group(3).strip()) if m else None
     if m is None or (not direct and ("/" in req or "\\" in req or req.lower().endswith(_ARCHIVE))) \
