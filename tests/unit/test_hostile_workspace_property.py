@@ -143,6 +143,13 @@ def test_a_requirements_file_passes_only_when_pip_sees_no_other_source(text):
     except UsageError as exc:
         assert exc.exit_code == 2 and "\n" not in exc.message and "u:p@" not in exc.message
         return
-    for args, opts in _pip_view(text):
+    from pip._internal.exceptions import CommandError
+    from pip._internal.req.req_file import OptionParsingError
+
+    try:
+        view = _pip_view(text)
+    except (CommandError, OptionParsingError, ValueError):
+        return  # pip itself refuses the file: the build fails in pip, from no other source
+    for args, opts in view:
         assert not FORBIDDEN & set(opts), (text, opts)
         assert not args.startswith((".", "/")) and "file:" not in args and "u:p@" not in args, text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import shlex
 import signal
 import sys
 import time
@@ -165,7 +166,7 @@ def up(**kw) -> None:
         raise finished.failure
     again = f" after {finished.restarts} restart(s)" if finished.restarts else ""
     err(f"job {plan.job} finished{again}: all {len(job.ids)} node(s) exited 0"
-        + ("" if rm else f"; remove it with 'ddpctl down {plan.job}'"))
+        + ("" if rm else f"; remove it with '{shlex.join(['ddpctl', 'down', plan.job])}'"))
 
 
 

@@ -177,6 +177,9 @@ def check(path: Path, text: str) -> tuple[str, ...]:
             if dest in _REFUSED:
                 raise UsageError(f"{where}: {shown(opts)} is not allowed in a workspace requirements file: it "
                                  f"{_REFUSED[dest].split(': ')[0]}", _REFUSED[dest].split(": ", 1)[1])
+            if dest in ("no_binary", "only_binary") and any(v.startswith("-") for v in value):
+                raise UsageError(f"{where}: {shown(opts)}: {ALLOWED[dest]} takes :all:, :none: or package names",
+                                 f"write e.g. '{ALLOWED[dest]}=:all:'")
             if dest == "hashes" and not args:
                 raise UsageError(f"{where}: --hash belongs after a requirement", "write 'NAME==VERSION --hash=...'")
             if dest in ALLOWED and ALLOWED[dest] not in used:

@@ -115,8 +115,8 @@ _TABLE: list[Field] = [
           Flag(("--hosts",), str, "Comma-separated host addresses, one per node, master first (multi-host).",
                commands=("up", "compose", "pytorchjob", "trainjob", "slurm")),
           sample=["node-a"], needs={"network": "host"}),
-    Field("docker_hosts", lambda ck, p, v: ck.str_list(p, v, c.DOCKER_HOST_RE,
-                                                       "a Docker host URL (unix://, tcp://, ssh://) or context name"),
+    Field("docker_hosts", lambda ck, p, v: tuple(ck.rule(p, rules.docker_host, h) for h in ck.str_list(
+              p, v, c.DOCKER_HOST_RE, "a Docker host URL (unix://, tcp://, ssh://) or context name")),
           Flag(("--docker-hosts",), str,
                "Comma-separated Docker hosts, one per node, node 0 first: unix:///PATH, tcp://HOST[:PORT] (TLS "
                "from DOCKER_TLS_VERIFY/DOCKER_CERT_PATH), ssh://[USER@]HOST or docker context names; host "
