@@ -211,3 +211,10 @@ def test_the_dry_run_says_which_index_and_options_pip_uses_without_the_password(
     code, out, err = cli(capsys, *args[:-3], "--index-url", "ftp://me:hunter2@x/", *args[-3:])
     one_line(code, out, err, "--index-url")
     assert "hunter2" not in err
+
+
+def test_a_dry_run_push_without_a_registry_host_refuses_like_the_real_run(capsys, tmp_path):
+    root = project(tmp_path)
+    for extra in (["--dry-run"], []):
+        one_line(*cli(capsys, "render", "pytorchjob", "--workdir", str(root), "--push", "team/proj", *extra,
+                      "--", "python", "train.py"), "names no registry")

@@ -102,6 +102,10 @@ def up(**kw) -> None:
     if dry_run:
         import yaml
 
+        from ddpctl.local.executor.preflight import secret_values
+
+        secret_values(plan, os.environ)  # an unset --secret-env variable: refused as the real run refuses it
+
         typer.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False), nl=False)
         return
 

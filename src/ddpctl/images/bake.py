@@ -87,6 +87,8 @@ def plan_text(spec: JobSpec, target: str, *, push: bool, pip: ws.PipOptions | No
     source = scan(spec, allow_credentials=allow_credentials)
     check_command(spec, source)
     repo, _ = repository(spec, source)
+    if push:
+        check_registry(repo)  # the dry run refuses what the real run refuses
     ref = planned_ref(spec, source)
     shown = [f.rel for f in source.files]
     lines = [f"would build: {ref}",
@@ -106,6 +108,11 @@ def plan_text(spec: JobSpec, target: str, *, push: bool, pip: ws.PipOptions | No
     return "\n".join(lines) + "\n"
 
 
+def check_registry(repo: str) -> None:
+    if ws.registry_of(repo) is None:
+        raise UsageError(f"--push {repo!r} names no registry", "pass REGISTRY/NAME, e.g. registry.example:5000/team/proj")
+
+
 def bake(spec: JobSpec, *, push: bool, pip: ws.PipOptions | None = None,
          allow_credentials: bool = False) -> JobSpec:
     """Build (and with ``push`` push) the workspace image; the spec to render or run with it."""
@@ -114,8 +121,8 @@ def bake(spec: JobSpec, *, push: bool, pip: ws.PipOptions | None = None,
     source = scan(spec, allow_credentials=allow_credentials)
     check_command(spec, source)
     repo, tag = repository(spec, source)
-    if push and ws.registry_of(repo) is None:
-        raise UsageError(f"--push {repo!r} names no registry", "pass REGISTRY/NAME, e.g. registry.example:5000/team/proj")
+    if push:
+        check_registry(repo)
     built = build_workspace(source, base=spec.resolved_image, repository=repo, tag=tag, pip=pip)
     if not push:
         return with_image(spec, built.tag)

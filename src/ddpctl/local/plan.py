@@ -148,9 +148,12 @@ class LocalPlan:
 
 def _masked(req: dict[str, Any]) -> dict[str, Any]:
     """A request for printing (``--dry-run``): secret references shown as such, secret-looking values masked."""
-    from ddpctl.secrets import mask_env
+    from ddpctl.secrets import mask_env, mask_url_passwords
 
-    return {**req, "environment": mask_env(req["environment"])}
+    shown = {**req, "environment": mask_env(req["environment"])}
+    if isinstance(req.get("command"), list):
+        shown["command"] = [mask_url_passwords(w) if isinstance(w, str) else w for w in req["command"]]
+    return shown
 
 
 def _mount(vol_source: str, target: str, read_only: bool, cwd: Path | None) -> Mount:

@@ -180,8 +180,9 @@ def env(ck: Checker, path, value) -> tuple[tuple[str, str], ...]:
         ck.rule(kp, rules.env_value, v)
         out.append((k, v))
     merged: dict[str, str] = {}
-    for k, v in out:  # a key given twice (file list + flag): the later value wins
-        merged.pop(k, None)
+    for k, v in out:  # a key given twice is refused, in the list form as in the mapping form
+        if k in merged:
+            raise ck.fail(path + (k,), "is given twice", "give each variable once")
         merged[k] = v
     return tuple(merged.items())
 

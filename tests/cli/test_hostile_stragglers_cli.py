@@ -1,0 +1,67 @@
+"""Stragglers of the first hostile-input sweep, through the CLI: secrets in ``up --dry-run``, secret references,
+repeated env names, and a dry-run push that must refuse as the real one does. Refusals: exit 2, one line,
+nothing on stdout."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ddpctl.cli.main import main
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def one_line(code, out, err, needle):
+    assert code == 2 and out == "" and "Traceback" not in err, (code, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+
+
+def test_up_dry_run_masks_url_passwords_and_common_token_names(capsys, monkeypatch):
+    monkeypatch.setenv("DDPCTL_DOCKER_HOSTS", "")
+    code, out, err = cli(capsys, "up", "--dry-run", "-e", "DATABASE_URL=postgres://app:pw-1@db:5432/x",
+                         "-e", "PGPASSWORD=pw-2", "-e", "MYSQL_PWD=pw-3", "-e", "GIT_URL=https://pw-4@git.example/r",
+                         "-e", "CI_JOB_JWT=pw-5", "-e", "PWD_NOT=1", "--", "python", "t.py",
+                         "--db", "mysql://u:pw-6@h/x")
+    assert code == 0, err
+    assert not any(f"pw-{i}" in out for i in range(1, 7)), out
+    env = yaml.safe_load(out)["containers"][0]["environment"]
+    assert env["DATABASE_URL"] == "postgres://app:***@db:5432/x" and env["GIT_URL"] == "https://***@git.example/r"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["compose", "--secret-env", "HF_TOKEN=hf-token:"], "empty key"),
+    (["pytorchjob", "--secret-env", "HF_TOKEN=hf-token:"], "empty key"),
+    (["compose", "-f", "@secret_env: [HF_TOKEN=a, HF_TOKEN=b]\n"], "twice"),
+    (["compose", "-f", "@env: [A=1, A=2]\n"], "given twice"),
+    (["compose", "-e", "A=1", "-e", "A=2"], "twice"),
+    (["compose", "--secret-env", "HF_TOKEN", "--secret-env", "HF_TOKEN=s"], "twice"),
+])
+def test_secret_references_and_repeated_names_are_refused(capsys, tmp_path, args, needle):
+    args = list(args)
+    for i, a in enumerate(args):
+        if a.startswith("@"):
+            p = tmp_path / "job.yaml"
+            p.write_text(a[1:])
+            args[i] = str(p)
+    one_line(*cli(capsys, "render", *args), needle)
+
+
+def test_a_flag_still_overrides_the_files_list_entry(capsys, tmp_path):
+    p = tmp_path / "job.yaml"
+    p.write_text("env: [A=1, B=2]\nsecret_env: [HF_TOKEN=a]\n")
+    code, out, err = cli(capsys, "render", "compose", "-f", str(p), "-e", "A=3", "--secret-env", "HF_TOKEN=b")
+    assert code == 0, err
+    assert "A: '3'" in out or "A: \"3\"" in out or "A=3" in out
+
+
+def test_up_dry_run_refuses_an_unset_secret_env_variable(capsys, monkeypatch):
+    monkeypatch.delenv("DDPCTL_TEST_UNSET_TOKEN", raising=False)
+    monkeypatch.setenv("DDPCTL_DOCKER_HOSTS", "")
+    one_line(*cli(capsys, "up", "--dry-run", "--secret-env", "DDPCTL_TEST_UNSET_TOKEN"), "is not set")
