@@ -65,3 +65,20 @@ def test_up_dry_run_refuses_an_unset_secret_env_variable(capsys, monkeypatch):
     monkeypatch.delenv("DDPCTL_TEST_UNSET_TOKEN", raising=False)
     monkeypatch.setenv("DDPCTL_DOCKER_HOSTS", "")
     one_line(*cli(capsys, "up", "--dry-run", "--secret-env", "DDPCTL_TEST_UNSET_TOKEN"), "is not set")
+
+
+TAGGED = ["!!bool maybe", "!!timestamp nope", "!!int ''", "!!float ''", "!!int abc", "!!int 0x", "!!float x",
+          "!!timestamp 2020-99-99", "!!bool ''"]
+
+
+@pytest.mark.parametrize("value", TAGGED)
+def test_a_type_tag_that_cannot_convert_its_value_is_one_line_everywhere(capsys, tmp_path, monkeypatch, value):
+    monkeypatch.setenv("DDPCTL_DOCKER_HOSTS", "")
+    job = tmp_path / "job.yaml"
+    job.write_text(f"nodes: {value}\n")
+    for args in (["render", "compose"], ["render", "slurm"], ["up", "--dry-run"]):
+        one_line(*cli(capsys, *args, "-f", str(job)), "cannot read")
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(f"services:\n  a:\n    image: x\n    cpus: {value}\n")
+    code, out, err = cli(capsys, "validate", str(compose))
+    assert code != 0 and "Traceback" not in err + out, (code, out, err)
