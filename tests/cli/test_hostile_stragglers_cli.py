@@ -82,3 +82,16 @@ def test_a_type_tag_that_cannot_convert_its_value_is_one_line_everywhere(capsys,
     compose.write_text(f"services:\n  a:\n    image: x\n    cpus: {value}\n")
     code, out, err = cli(capsys, "validate", str(compose))
     assert code != 0 and "Traceback" not in err + out, (code, out, err)
+
+
+def test_a_trainjob_over_the_crd_item_limits_is_refused(capsys, tmp_path):
+    def job(volumes: int, env: int = 0) -> str:
+        p = tmp_path / f"job-{volumes}-{env}.yaml"
+        p.write_text("volumes:\n" + "".join(f"  - /d{i}:/m{i}\n" for i in range(volumes))
+                     + ("env:\n" + "".join(f"  V{i}: x\n" for i in range(env)) if env else ""))
+        return str(p)
+
+    one_line(*cli(capsys, "render", "trainjob", "-f", job(128)), "more than the 128 its CRD allows")
+    one_line(*cli(capsys, "render", "trainjob", "-f", job(1, env=128)), "env entries")
+    code, out, err = cli(capsys, "render", "trainjob", "-f", job(127), "--validate")  # /dev/shm makes 128
+    assert code == 0 and out.count("mountPath: /m") == 127, err

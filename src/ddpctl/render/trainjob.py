@@ -63,13 +63,16 @@ SUPPORT = Support(TARGET, sections=_k8s.SECTIONS, honours=_k8s.COMMON_HONOURS | 
 
 
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": _k8s.volume_mounts(spec)}
+    fix = "mount a parent directory once instead of many, or render a pytorchjob"
+    container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": _within_crd(
+        "volume mounts (volumes and /dev/shm)", _k8s.volume_mounts(spec), fix)}
     sc = _k8s.security_context(spec)
     if sc:
         container["securityContext"] = sc
     pod: dict[str, Any] = {}
     pod.update(_k8s.placement(spec))
-    pod["volumes"] = _k8s.volumes(spec)
+    pod["volumes"] = _within_crd("volumes (volumes and /dev/shm)", _k8s.volumes(spec), fix)
+    _within_crd("tolerations", pod.get("tolerations", []), "merge tolerations (operator Exists covers many)")
     pod["containers"] = [container]
     template: dict[str, Any] = {}
     annotations = _k8s.pod_annotations(spec)
@@ -79,13 +82,27 @@ def _pod_patch(spec: JobSpec) -> dict[str, Any]:
     return template
 
 
+# The TrainJob CRD's maxItems (v2.3.0 schema): a longer list is rejected by the API server at apply time.
+CRD_MAX_ITEMS = 128
+
+
+def _within_crd(what: str, items: list, hint: str) -> list:
+    if len(items) > CRD_MAX_ITEMS:
+        from ddpctl.errors import SpecError
+
+        raise SpecError(f"the TrainJob would have {len(items)} {what}, more than the {CRD_MAX_ITEMS} its CRD allows",
+                        hint)
+    return items
+
+
 def render(spec: JobSpec) -> dict[str, Any]:
     """The TrainJob as a plain dict."""
     SUPPORT.check(spec)
     trainer: dict[str, Any] = {
         "image": spec.resolved_image,
-        "command": _k8s.command(spec),
-        "env": _k8s.env_list(spec),
+        "command": _within_crd("command words", _k8s.command(spec), "pass long argument lists in a file"),
+        "env": _within_crd("env entries (env, secret_env and ddpctl's own)", _k8s.env_list(spec),
+                           "pass large configuration as a file in a volume, or render a pytorchjob"),
         "numNodes": spec.nodes,
         "numProcPerNode": spec.procs_per_node,
     }
