@@ -95,3 +95,24 @@ def test_a_trainjob_over_the_crd_item_limits_is_refused(capsys, tmp_path):
     one_line(*cli(capsys, "render", "trainjob", "-f", job(1, env=128)), "env entries")
     code, out, err = cli(capsys, "render", "trainjob", "-f", job(127), "--validate")  # /dev/shm makes 128
     assert code == 0 and out.count("mountPath: /m") == 127, err
+
+
+@pytest.mark.parametrize("runtime,image", [
+    ("pyxis", "Nvcr.io#Nvidia/PyTorch:1"), ("pyxis", "nvcr.io#"), ("pyxis", "#x"), ("pyxis", "a b"),
+    ("pyxis", "docker://a#b#c"), ("apptainer", "docker://UPPER/x"), ("apptainer", "ftp://h/x.sif"),
+    ("apptainer", "library://A/B"), ("apptainer", "https://-x/y.sif"), ("pyxis", "x@y@z"),
+])
+def test_a_slurm_container_image_follows_the_reference_grammar(capsys, runtime, image):
+    one_line(*cli(capsys, "render", "slurm", "--container", runtime, "--container-image", image),
+             "is not an image reference")
+
+
+@pytest.mark.parametrize("runtime,image", [
+    ("pyxis", "nvcr.io#nvidia/pytorch:25.08-py3"), ("pyxis", "me@nvcr.io#nvidia/pytorch:25.08-py3"),
+    ("pyxis", "/images/train.sqsh"), ("apptainer", "docker://pytorch/pytorch:2.13.0"),
+    ("apptainer", "library://sylabs/default/alpine:3.19"), ("apptainer", "oras://ghcr.io/a/b:1"),
+    ("apptainer", "/images/train.sif"), ("apptainer", "docker-daemon:img:1"),
+])
+def test_valid_slurm_container_images_render(capsys, runtime, image):
+    code, out, err = cli(capsys, "render", "slurm", "--container", runtime, "--container-image", image)
+    assert code == 0 and image in out, err
