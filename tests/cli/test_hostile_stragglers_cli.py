@@ -116,3 +116,10 @@ def test_a_slurm_container_image_follows_the_reference_grammar(capsys, runtime, 
 def test_valid_slurm_container_images_render(capsys, runtime, image):
     code, out, err = cli(capsys, "render", "slurm", "--container", runtime, "--container-image", image)
     assert code == 0 and image in out, err
+
+
+def test_a_memory_limit_below_the_engines_minimum_is_refused(capsys, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("memory_per_node: 1m\n")
+    for target in ("compose", "pytorchjob", "slurm"):
+        one_line(*cli(capsys, "render", target, "-f", str(job)), "less than the 6m")
