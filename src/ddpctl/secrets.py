@@ -150,8 +150,6 @@ def merge(file_value: Any, flags: list[Any]) -> Any:
     """The file's ``secret_env`` with ``--secret-env`` flags added or overriding per name (checked later); a
     name given twice by the flags is refused."""
     if all(isinstance(f, str) for f in flags):
-        from ddpctl.spec.merge import once
-
         names = once([f.partition("=")[0] for f in flags], "--secret-env")
         if isinstance(file_value, list):
             return [e for e in file_value if not (isinstance(e, str) and e.partition("=")[0] in names)] + list(flags)
@@ -165,3 +163,15 @@ def merge(file_value: Any, flags: list[Any]) -> Any:
     if isinstance(file_value, list):
         return file_value + list(flags)
     return list(flags)
+
+
+def once(names: list, flag: str) -> set:
+    """The names given by repeated ``flag`` flags; a name given twice is refused (as a key twice in a file)."""
+    seen: set = set()
+    for name in names:
+        if name in seen:
+            from ddpctl.errors import SpecError
+
+            raise SpecError(f"{flag} gives {name} twice", f"give each variable once ({flag} overrides the file)")
+        seen.add(name)
+    return seen

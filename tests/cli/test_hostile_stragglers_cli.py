@@ -62,9 +62,9 @@ def test_a_flag_still_overrides_the_files_list_entry(capsys, tmp_path):
 
 
 def test_up_dry_run_refuses_an_unset_secret_env_variable(capsys, monkeypatch):
-    monkeypatch.delenv("DDPCTL_TEST_UNSET_TOKEN", raising=False)
+    monkeypatch.delenv("H19_UNSET_TOKEN_7Q", raising=False)
     monkeypatch.setenv("DDPCTL_DOCKER_HOSTS", "")
-    one_line(*cli(capsys, "up", "--dry-run", "--secret-env", "DDPCTL_TEST_UNSET_TOKEN"), "is not set")
+    one_line(*cli(capsys, "up", "--dry-run", "--secret-env", "H19_UNSET_TOKEN_7Q"), "is not set")
 
 
 TAGGED = ["!!bool maybe", "!!timestamp nope", "!!int ''", "!!float ''", "!!int abc", "!!int 0x", "!!float x",

@@ -153,3 +153,81 @@ def test_a_requirements_file_passes_only_when_pip_sees_no_other_source(text):
     for args, opts in view:
         assert not FORBIDDEN & set(opts), (text, opts)
         assert not args.startswith((".", "/")) and "file:" not in args and "u:p@" not in args, text
+
+
+# ------------------------------------------------------------------ job files with workspace and host sections
+
+PASSWORD = "pw-Q7z"
+host_word = st.sampled_from(["gpu1", "10.0.0.2", "-oProxyCommand=touch%20pwned", "a;id", "a$(id)", "[::1]",
+                             "gpu-2.example", "-x", "h h", "me@gpu1", f"me:{PASSWORD}@gpu1", "gpu1/x"])
+docker_host = st.one_of(st.builds(lambda s, h: f"{s}://{h}", st.sampled_from(["tcp", "ssh", "unix", "ftp"]), host_word),
+                        st.sampled_from(["default", "-H", "ctx.1", "unix:///var/run/docker.sock"]))
+env_value = st.sampled_from([f"postgres://app:{PASSWORD}@db:5432/x", f"https://{PASSWORD}@git.example/r", "plain",
+                             f"a://u:{PASSWORD}@h b://v:{PASSWORD}@i"])
+job_files = st.fixed_dictionaries({}, optional={
+    "workspace": st.fixed_dictionaries({}, optional={"dir": st.sampled_from([".", "/etc", "~", "sub"]),
+                                                     "repository": st.sampled_from(["127.0.0.1:5000/a/b", "a/b",
+                                                                                    "Bad Repo"]),
+                                                     "requirements": st.sampled_from(["r.txt", "/etc/passwd"])}),
+    "docker_hosts": st.lists(docker_host, min_size=1, max_size=2),
+    "hosts": st.lists(host_word, min_size=1, max_size=2),
+    "env": st.dictionaries(st.sampled_from(["DATABASE_URL", "GIT_URL", "HF_TOKEN", "PGPASSWORD", "A"]), env_value,
+                           max_size=3),
+    "nodes": st.sampled_from([1, 2]),
+})
+
+
+@SETTINGS
+@given(doc=job_files, command=st.sampled_from([("render", "compose"), ("render", "pytorchjob"),
+                                               ("render", "slurm", "--container", "pyxis"), ("up", "--dry-run")]))
+def test_a_job_file_never_builds_connects_unchecked_or_prints_a_password(doc, command):
+    import contextlib
+    import io
+
+    import yaml
+
+    from ddpctl import rules
+    from ddpctl.cli.main import main
+    from ddpctl.errors import EngineError
+
+    contacted = []
+
+    def no_build(*a, **k):  # any engine use for a build or push: a failure of the property
+        raise AssertionError("the job file alone reached the Docker Engine")
+
+    def unreachable(host, *a, **k):
+        contacted.append(host)
+        raise EngineError(f"cannot reach Docker host {host.given}", "start it")
+
+    import ddpctl.dockerclient as dc
+    import ddpctl.local.dockerhosts as dh
+
+    base = Path(tempfile.mkdtemp(prefix="ddpctl-jobprop-"))
+    saved = (dc.docker_client, dh.connect, os.getcwd(), os.environ.get("DDPCTL_DOCKER_HOSTS"))
+    dc.docker_client, dh.connect = no_build, unreachable
+    os.environ["DDPCTL_DOCKER_HOSTS"] = ""
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        (base / "train.py").write_text("print(1)\n")
+        job = base / "job.yaml"
+        job.write_text(yaml.safe_dump(doc))
+        os.chdir(base)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc:
+            main([*command, "-f", str(job)])
+    finally:
+        dc.docker_client, dh.connect = saved[0], saved[1]
+        os.chdir(saved[2])
+        if saved[3] is None:
+            os.environ.pop("DDPCTL_DOCKER_HOSTS", None)
+        else:
+            os.environ["DDPCTL_DOCKER_HOSTS"] = saved[3]
+        shutil.rmtree(base, ignore_errors=True)
+    code, text = exc.value.code, out.getvalue() + err.getvalue()
+    assert "Traceback" not in text and not Path("pwned").exists()
+    assert code in (0, 2) or (code == 1 and contacted), (code, text)
+    if code != 0:
+        assert len(err.getvalue().splitlines()) == 1 and out.getvalue() == "", text
+    for host in contacted:  # only hosts that passed the --hosts rule are ever connected to
+        assert host.address is None or rules.HOST_RE.fullmatch(host.address.strip("[]")), host
+    if command[0] == "up" or code != 0:  # a dry run and an error line never show a password
+        assert PASSWORD not in text, text

@@ -33,11 +33,12 @@ def docker_host(value: str) -> str:
     """A Docker host as ``--docker-hosts`` takes it: ``unix:///PATH``, ``tcp://HOST[:PORT]``,
     ``ssh://[USER@]HOST[:PORT]`` (HOST by :func:`host_name`, USER never starting with '-') or a context name."""
     fix = "write unix:///path/docker.sock, tcp://HOST:2376, ssh://USER@HOST or a 'docker context ls' name"
-    if "://" not in value:
-        if not _CONTEXT_RE.fullmatch(value):
+    given, value = value, re.sub(r"(://[^/@\s:]*:)[^/@\s]*@", r"\1***@", value)  # messages never show a password
+    if "://" not in given:
+        if not _CONTEXT_RE.fullmatch(given):
             raise RuleError(f"Docker host {value!r} is neither a URL nor a context name", fix)
-        return value
-    scheme, _, rest = value.partition("://")
+        return given
+    scheme, _, rest = given.partition("://")
     if scheme not in DOCKER_HOST_SCHEMES:
         raise RuleError(f"Docker host {value!r} has scheme {scheme!r}, not one of {', '.join(DOCKER_HOST_SCHEMES)}",
                         fix)
@@ -45,12 +46,12 @@ def docker_host(value: str) -> str:
         if not rest.startswith("/"):
             raise RuleError(f"Docker host {value!r} is not an absolute socket path",
                             "write unix:///var/run/docker.sock (three slashes)")
-        return value
+        return given
     try:
-        parts = urlsplit(value)
+        parts = urlsplit(given)
         host, _port = parts.hostname, parts.port  # .port raises on a bad port
-    except ValueError as exc:
-        raise RuleError(f"Docker host {value!r} is not a valid URL ({exc})", f"write {scheme}://HOST[:PORT]") from None
+    except ValueError:
+        raise RuleError(f"Docker host {value!r} is not a valid URL", f"write {scheme}://HOST[:PORT]") from None
     if not host or parts.path not in ("", "/") or parts.query or parts.fragment:
         raise RuleError(f"Docker host {value!r} names no host (or has a path)", f"write {scheme}://HOST[:PORT]")
     netloc_host = parts.netloc.rsplit("@", 1)[-1]
@@ -66,4 +67,4 @@ def docker_host(value: str) -> str:
     if parts.username is not None and not _SSH_USER_RE.fullmatch(parts.username):
         raise RuleError(f"Docker host {value!r} has user {parts.username!r}, which is not a user name",
                         "use letters, digits, '_', '.' and '-' (never first)")
-    return value
+    return given

@@ -45,6 +45,8 @@ def merge_env(file_env: dict | list, flags: list) -> dict | list:
     """The file's env with ``KEY=VALUE`` flags added or overriding per key (validation happens later)."""
     if not all(isinstance(f, str) and "=" in f for f in flags):
         return list(flags)  # a malformed flag: let validation report it
+    from ddpctl.secrets import once
+
     keys = once([f.split("=", 1)[0] for f in flags], "--env")
     if isinstance(file_env, list):  # a flag replaces the file's entry of its key (a key twice in the file stays
         return [e for e in file_env if not (isinstance(e, str) and e.split("=", 1)[0] in keys)] + list(flags)
@@ -55,14 +57,3 @@ def merge_env(file_env: dict | list, flags: list) -> dict | list:
         merged[k] = v
     return merged
 
-
-def once(names: list, flag: str) -> set:
-    """The names given by repeated ``flag`` flags; a name given twice is refused (as a key twice in a file)."""
-    seen: set = set()
-    for name in names:
-        if name in seen:
-            from ddpctl.errors import SpecError
-
-            raise SpecError(f"{flag} gives {name} twice", f"give each variable once ({flag} overrides the file)")
-        seen.add(name)
-    return seen
