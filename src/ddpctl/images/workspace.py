@@ -1,10 +1,10 @@
 """Workspace images, as pure values: which files of a user's directory go into the image, the content hash
-that names the image, the two Dockerfiles (requirements layer, code layer) and the git labels.
+that names the image, the code layer's Dockerfile and the git labels.
 
 A workspace image is a thin layer on a torch image (by default the ddp-train image): the requirements
 installed with pip in a layer of their own (an image tagged ``ddpctl/workspace-deps:<hash>``, reused while
-the base, the requirements file and the pip options are the same), then the directory's files copied to
-``/workspace``. The final tag's version is a hash of the requirements layer's id and of every copied file
+the base, the requirements file and the pip options are the same; made by :mod:`ddpctl.images.wsdeps`), then
+the directory's files copied to ``/workspace`` (links and credential files: :mod:`ddpctl.images.wstree`). The final tag's version is a hash of the requirements layer's id and of every copied file
 (path, executable bit, content), so the same tree gives the same tag and an unchanged tree builds nothing.
 No I/O here but reading the directory, the requirements file and ``git``'s view of the directory.
 """

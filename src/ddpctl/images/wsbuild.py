@@ -1,8 +1,9 @@
 """``ddpctl image build --workdir DIR``: the workspace image built through the Docker SDK (legacy builder).
 
 Two builds, each skipped when its result exists: the requirements layer (``ddpctl/workspace-deps:<hash>``,
-made once per base + requirements + pip sources) and the code layer on top of it (the directory's files at
-``/workspace``, tagged by content). Build contexts are tar streams made here, so only the files
+made once per base + requirements + pip sources, by :mod:`ddpctl.images.wsdeps`: a committed container, so
+no index credential reaches a layer) and the code layer on top of it (the directory's files at
+``/workspace``, tagged by content). The code layer's build context is a tar stream made here, so only the files
 :func:`ddpctl.images.workspace.scan` chose reach the engine, with fixed owner (root), modes (0644/0755) and
 times: the content, not the checkout, decides the image.
 """
