@@ -159,7 +159,8 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
     if previous and previous != image_id:
         _drop_if_untagged(client, previous)
     seconds = time.monotonic() - t0
-    progress.done(f"built {ref} ({image_id[7:19]}) in {seconds:.1f}s: {len(workspace.files)} files on {base}")
+    progress.done(f"built {ref} ({image_id[7:19]}) in {seconds:.1f}s: {len(workspace.files)} files of {workspace.root} "
+                  f"on {base}")
     return WorkspaceImage(ref, image_id, False, seconds, base, len(workspace.files), labels)
 
 
