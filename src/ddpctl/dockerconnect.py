@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 from urllib.parse import urlsplit
 
@@ -121,9 +122,9 @@ def ssh_check(url: str, name: str | None = None, timeout: float = 30) -> None:
     argv = ssh_argv(url, "docker", "version", "--format", "{{.Server.Version}}",
                     options=("-o", "BatchMode=yes", "-o", "ConnectTimeout=10"))
     parts = urlsplit(url)
-    shown = " ".join(["ssh", *(["-p", str(parts.port)] if parts.port else []),
-                      f"{parts.username + '@' if parts.username else ''}{parts.hostname}"])
-    fix = (f"make '{shown} docker version' work from here without a prompt "
+    shown = shlex.join(["ssh", *(["-p", str(parts.port)] if parts.port else []),
+                        f"{parts.username + '@' if parts.username else ''}{parts.hostname}", "docker", "version"])
+    fix = (f"make '{shown}' work from here without a prompt "
            "(a key in ~/.ssh/authorized_keys there or an agent, the host key in known_hosts, the docker CLI "
            "on the host's PATH and its user allowed to use dockerd)")
     try:

@@ -6,6 +6,10 @@ with :attr:`DdpctlError.exit_code` (2 for bad input, 1 for runtime failures).
 
 from __future__ import annotations
 
+import re
+
+_PASSWORD = re.compile(r"((?:^|[\s'\"(/])[^\s/@:'\"(]*):[^\s/@'\"]+@")
+
 
 class DdpctlError(Exception):
     """Base class. ``problem`` says what is wrong, ``fix`` what to do about it."""
@@ -20,6 +24,8 @@ class DdpctlError(Exception):
     @property
     def message(self) -> str:
         text = self.problem if not self.fix else f"{self.problem}; {self.fix}"
+        # Never a password: 'user:password@host' (in a URL or not) is shown as 'user:***@host'.
+        text = _PASSWORD.sub(r"\1:***@", text)
         # One line, always: a value with a line break (\n, \r, U+0085, U+2028, ...) must not break the format.
         return " ".join(text.splitlines())
 

@@ -17,7 +17,13 @@ from typing import Any, Mapping
 SECRET_WORDS = frozenset({
     "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "KEY", "APIKEY",
     "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "PAT", "PRIVATE", "SESSION", "COOKIE", "SIGNATURE", "DSN",
+    "PWD", "JWT", "BEARER", "OAUTH", "APITOKEN", "ACCESSKEY", "SECRETKEY", "PRIVATEKEY", "WEBHOOK", "SASL",
 })
+# a word ending in one of these is a secret too (PGPASSWORD, GITHUBTOKEN, MYSECRET)
+_SECRET_ENDINGS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "APIKEY")
+_NOT_SECRET = frozenset({"PWD", "OLDPWD"})  # the shell's working directory
+_URL_PASSWORD = re.compile(r"(://[^/@\s:]*:)[^/@\s]+@")
+_URL_TOKEN_USER = re.compile(r"://[^/@\s:]+@")  # https://TOKEN@host: a token as the user name
 MASK = "***"
 FROM_ENV = "<secret: from the environment of ddpctl up>"  # a secret reference in a dry run
 _WORD = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
@@ -25,16 +31,26 @@ _WORD = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
 
 def looks_secret(name: str) -> bool:
     """True for names such as ``HF_TOKEN``, ``apiKey``, ``WANDB_API_KEY``, ``DB_PASSWORD``."""
+    if name.upper() in _NOT_SECRET:
+        return False
     words = set()
     for part in re.split(r"[_\-.]+", name):
         words.add(part.upper())
         words.update(w.upper() for w in _WORD.findall(part))  # camelCase parts: apiKey -> API, KEY
-    return bool(words & SECRET_WORDS)
+    return bool(words & SECRET_WORDS) or any(w.endswith(_SECRET_ENDINGS) for w in words)
+
+
+def mask_url_passwords(text: str) -> str:
+    """``postgres://u:pw@db/x`` -> ``postgres://u:***@db/x``, ``https://TOKEN@h`` -> ``https://***@h``: the
+    password (or the lone user name, often a token) of every URL in ``text`` masked."""
+    return _URL_TOKEN_USER.sub(f"://{MASK}@", _URL_PASSWORD.sub(rf"\1{MASK}@", text))
 
 
 def mask_env(env: Mapping[str, object]) -> dict[str, object]:
-    """``env`` with the values of secret-looking names replaced by :data:`MASK` (empty values stay empty)."""
-    return {k: (MASK if looks_secret(k) and v not in (None, "", FROM_ENV) else v) for k, v in env.items()}
+    """``env`` with the values of secret-looking names replaced by :data:`MASK` (empty values stay empty), and
+    the password of a URL in any other value masked (``DATABASE_URL=postgres://u:***@db/x``)."""
+    return {k: (MASK if looks_secret(k) and v not in (None, "", FROM_ENV)
+                else mask_url_passwords(v) if isinstance(v, str) else v) for k, v in env.items()}
 
 
 # ------------------------------------------------------------------------------------ secret references
@@ -91,7 +107,10 @@ def parse_ref(name: Any, ref: Any) -> SecretEnv:
                                   f"{', '.join(sorted(map(str, ref)))}", f"write {name}: SECRET[:KEY]")
         secret, key = ref.get("secret"), ref.get("key")
     elif isinstance(ref, str):
-        secret, _, key = ref.partition(":")
+        secret, colon, key = ref.partition(":")
+        if colon and not key:
+            raise rules.RuleError(f"secret reference of {name} {ref!r} has an empty key",
+                                  f"write {name}={secret}:KEY, or {name}={secret} for the key {name}")
         key = key or None
     else:
         raise rules.RuleError(f"secret reference of {name} must be SECRET[:KEY], got {type(ref).__name__}",
@@ -104,7 +123,7 @@ def parse_ref(name: Any, ref: Any) -> SecretEnv:
 
 def parse(value: Any) -> tuple[SecretEnv, ...]:
     """``{NAME: SECRET[:KEY] | {secret, key} | null}`` or ``["NAME[=SECRET[:KEY]]", ...]``; a name given twice
-    keeps the last reference (a flag overrides the file)."""
+    is refused, in the list form as in the mapping form (a flag overrides the file: :func:`merge`)."""
     from ddpctl.rules import RuleError
 
     if isinstance(value, dict):
@@ -121,13 +140,19 @@ def parse(value: Any) -> tuple[SecretEnv, ...]:
     out: dict[str, SecretEnv] = {}
     for name, ref in pairs:
         entry = parse_ref(name, ref)
-        out.pop(entry.name, None)
+        if entry.name in out:
+            raise RuleError(f"secret_env gives {entry.name} twice", "give each variable once")
         out[entry.name] = entry
     return tuple(out.values())
 
 
 def merge(file_value: Any, flags: list[Any]) -> Any:
-    """The file's ``secret_env`` with ``--secret-env`` flags added or overriding per name (checked later)."""
+    """The file's ``secret_env`` with ``--secret-env`` flags added or overriding per name (checked later); a
+    name given twice by the flags is refused."""
+    if all(isinstance(f, str) for f in flags):
+        names = once([f.partition("=")[0] for f in flags], "--secret-env")
+        if isinstance(file_value, list):
+            return [e for e in file_value if not (isinstance(e, str) and e.partition("=")[0] in names)] + list(flags)
     if isinstance(file_value, dict) and all(isinstance(f, str) for f in flags):
         merged = dict(file_value)
         for flag in flags:
@@ -138,3 +163,15 @@ def merge(file_value: Any, flags: list[Any]) -> Any:
     if isinstance(file_value, list):
         return file_value + list(flags)
     return list(flags)
+
+
+def once(names: list, flag: str) -> set:
+    """The names given by repeated ``flag`` flags; a name given twice is refused (as a key twice in a file)."""
+    seen: set = set()
+    for name in names:
+        if name in seen:
+            from ddpctl.errors import SpecError
+
+            raise SpecError(f"{flag} gives {name} twice", f"give each variable once ({flag} overrides the file)")
+        seen.add(name)
+    return seen

@@ -113,6 +113,24 @@ class Registry:
                 return []
             raise
 
+    def read(self, path: str, accept: str = "") -> bytes:
+        """GET ``path`` from the registry's HTTP API (v2), raw."""
+        req = urllib.request.Request(f"http://{self.address}{path}")
+        if accept:
+            req.add_header("Accept", accept)
+        if self.auth:
+            req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.read()
+
+    def image_blobs(self, repository: str, reference: str) -> tuple[dict, dict, list[bytes]]:
+        """(manifest, config with its history, every layer blob) of a pushed image, as the registry stores them."""
+        accept = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+        manifest = json.loads(self.read(f"/v2/{repository}/manifests/{reference}", accept))
+        config = json.loads(self.read(f"/v2/{repository}/blobs/{manifest['config']['digest']}"))
+        layers = [self.read(f"/v2/{repository}/blobs/{layer['digest']}") for layer in manifest["layers"]]
+        return manifest, config, layers
+
     def docker_config(self, dest: Path) -> Path:
         """A Docker config directory with this registry's credentials (what 'docker login' writes)."""
         dest.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,8 @@ import pytest
 
 from ddpctl.local.plan import container_request, plan_containers, plan_local
 from ddpctl.render import compose
-from ddpctl.spec import format_size, spec_from_dict
+from ddpctl.spec import spec_from_dict
+from ddpctl.spec.units import docker_size
 
 CWD = Path("/home/u/proj")
 
@@ -54,7 +55,7 @@ def test_compose_service_and_docker_request_agree(data):
         assert svc["ulimits"] == {u["name"]: u["soft"] for u in req["ulimits"]}
         assert [v.split(":")[0] for v in svc.get("volumes", [])] == [m["source"] for m in req.get("mounts", [])]
         if "mem_limit" in req:
-            assert svc["mem_limit"] == format_size(req["mem_limit"])
+            assert svc["mem_limit"] == docker_size(req["mem_limit"])
         if "nano_cpus" in req:
             assert svc["cpus"] * 10**9 == req["nano_cpus"]
         if "device_requests" in req:

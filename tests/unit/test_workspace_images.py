@@ -96,7 +96,7 @@ def test_requirements_default_given_missing_unreadable_and_local_paths(tmp_path)
     with pytest.raises(UsageError, match="does not exist"):
         ws.scan(root, tmp_path / "missing.txt")
     (root / "requirements.txt").write_text("-e .\n")
-    with pytest.raises(UsageError, match="refers to a file"):
+    with pytest.raises(UsageError, match="names a local directory"):
         ws.scan(root)
     if os.geteuid() != 0:  # root reads any file
         other.chmod(0)
@@ -115,8 +115,13 @@ def test_deps_hash_follows_base_requirements_and_pip_sources(tmp_path):
     assert one != ws.deps_hash("sha256:2", req, pip)
     (house / "a-1-py3-none-any.whl").write_bytes(b"zz")
     assert one != ws.deps_hash("sha256:1", req, pip)
-    text = ws.deps_dockerfile("ddpctl/ddp-train:cpu")
-    assert text.startswith("FROM ddpctl/ddp-train:cpu\n") and "--no-index" in text and "rm -rf $W" in text
+    # a new password for the same index is not a new layer: no hash derives from credentials
+    with_pw = ws.deps_hash("sha256:1", req, ws.PipOptions(index_url="https://u:pw1@idx.example/simple"))
+    assert with_pw == ws.deps_hash("sha256:1", req, ws.PipOptions(index_url="https://u:pw2@idx.example/simple"))
+    assert with_pw != ws.deps_hash("sha256:1", req, ws.PipOptions(index_url="https://other.example/simple"))
+    from ddpctl.images import wsdeps
+
+    assert "--no-index" in wsdeps.SCRIPT and "trap 'rm -rf \"$W\"' EXIT" in wsdeps.SCRIPT
     assert ws.code_dockerfile("p:1") == "FROM p:1\nCOPY code/ /workspace/\nWORKDIR /workspace\n"
 
 

@@ -67,5 +67,13 @@ def place(spec):
                              "reached at by the other nodes is unknown",
                              "give every node's address with --hosts ADDR,ADDR (node 0's first), or use "
                              "tcp:// or ssh:// URLs")
+        from ddpctl import rules
+
+        for h in engine.hosts:  # ssh's HostName for an alias is an address too: the --hosts rule applies
+            try:
+                rules.host_name(h.address)
+            except rules.RuleError as exc:
+                raise UsageError(f"Docker host {h.name} is reached at {exc.problem}",
+                                 "give every node's address with --hosts ADDR,ADDR (node 0's first)") from None
         spec = dataclasses.replace(spec, hosts=tuple(h.address for h in engine.hosts))
     return spec, engine

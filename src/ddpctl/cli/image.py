@@ -61,6 +61,10 @@ def build(
                                                          show_default=False)] = None,
     push: Annotated[bool, typer.Option("--push", help="With --workdir: push the image (--tag names the "
                                                       "registry) and print it by digest.")] = False,
+    allow_credential_files: Annotated[bool, typer.Option(
+        "--allow-credential-files", help="With --workdir: let files that look like credentials (.env, private keys, "
+        ".netrc, .ssh/, cloud and Docker credential files) go into the image; by default they are refused unless "
+        "DIR/.dockerignore leaves them out.")] = False,
 ) -> None:
     """Build the ddp-train image, or with --workdir a workspace image of your own code, with the Docker SDK
     (streamed progress on stderr; prints the tag, or REPO@sha256:... with --push).
@@ -85,13 +89,15 @@ def build(
     _image_ref(tag, "--tag")
     if workdir is not None:
         _build_workspace(workdir, requirements=requirements, base=base, tag=tag, cpu=cpu, wheelhouse=wheelhouse,
-                         index_url=index_url, ca_file=ca_file, push=push, force=force)
+                         index_url=index_url, ca_file=ca_file, push=push, force=force,
+                         allow_credentials=allow_credential_files)
         return
     from ddpctl.errors import UsageError
 
-    if requirements is not None or push:
-        raise UsageError(f"{'--requirements' if requirements is not None else '--push'} applies to workspace "
-                         "images only", "add --workdir DIR, or push the ddp-train image with 'ddpctl image push'")
+    if requirements is not None or push or allow_credential_files:
+        flag = "--requirements" if requirements is not None else "--push" if push else "--allow-credential-files"
+        raise UsageError(f"{flag} applies to workspace images only",
+                         "add --workdir DIR, or push the ddp-train image with 'ddpctl image push'")
     plan = images.build_plan(cpu=cpu, base=base, tag=tag, wheelhouse=wheelhouse, index_url=index_url,
                              ca_file=ca_file, torch_version=torch_version)
     result = images.build_image(plan, force=force, nocache=no_cache)
@@ -99,14 +105,14 @@ def build(
 
 
 def _build_workspace(workdir: Path, *, requirements, base, tag, cpu, wheelhouse, index_url, ca_file, push,
-                     force) -> None:
+                     force, allow_credentials) -> None:
     from ddpctl.images import workspace as ws
     from ddpctl.images.plans import build_plan
     from ddpctl.images.wsbuild import build_workspace
 
     # the same pip source checks (and messages) as the ddp-train build
     plan = build_plan(cpu=cpu, base=base, wheelhouse=wheelhouse, index_url=index_url, ca_file=ca_file)
-    source = ws.scan(workdir, requirements)
+    source = ws.scan(workdir, requirements, allow_credentials=allow_credentials)
     repository, version = ws.split_ref(tag) if tag else (ws.default_repository(source.root), None)
     if push and ws.registry_of(repository) is None:
         from ddpctl.errors import UsageError

@@ -98,22 +98,24 @@ def _run(target: str, kw: dict[str, Any]) -> None:
     output: str | None = kw.pop("output")
     dry_run = kw.pop("dry_run", False)
     pip = wsopts.pip_options(kw)
-    wsopts.absolute_code_paths(kw, bool(kw.get("push")))
+    allow_credentials = kw.pop("allow_credential_files", False)
+    push, job_file = bool(kw.get("push")), kw.get("file")
+    wsopts.absolute_code_paths(kw, push)
     spec = so.spec_from_cli(target, kw)
-    if spec.workspace.repository:
+    if wsopts.asked_to_build(spec, push, flag="--push", source=job_file):
         from ddpctl.images import bake
 
         bake.check_target(target, spec)  # the target must take the spec before anything is built or pushed
         if dry_run:
-            sys.stdout.write(bake.plan_text(spec, target, push=True))
+            sys.stdout.write(bake.plan_text(spec, target, push=True, pip=pip, allow_credentials=allow_credentials))
             return
         if output == "":
             from ddpctl.errors import UsageError
 
             raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
-        spec = bake.bake(spec, push=True, pip=pip)
+        spec = bake.bake(spec, push=True, pip=pip, allow_credentials=allow_credentials)
     else:
-        wsopts.refuse_unused(pip, None, flag="--push")  # pip's options matter only for a build
+        wsopts.refuse_unused(pip, None, flag="--push", allow_credentials=allow_credentials)  # only for a build
         if dry_run:
             from ddpctl.errors import UsageError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import shlex
 import signal
 import sys
 import time
@@ -78,18 +79,20 @@ def up(**kw) -> None:
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
     pip = wsopts.pip_options(kw)
+    allow_credentials = kw.pop("allow_credential_files", False)
+    job_file = kw.get("file")
     wsopts.absolute_code_paths(kw, bool(bake))
     spec = dh.up_spec(kw)
-    if not (bake or spec.workspace.dir):
-        wsopts.refuse_unused(pip, spec.workspace.requirements, flag="--bake")
-    if bake or spec.workspace.dir:
+    if wsopts.asked_to_build(spec, bool(bake), flag="--bake", source=job_file):
         from ddpctl.images import bake as baking
 
         if dry_run:
-            err(baking.plan_text(spec, "up", push=False).rstrip())
-            spec = baking.with_image(spec, baking.planned_ref(spec))
+            err(baking.plan_text(spec, "up", push=False, pip=pip, allow_credentials=allow_credentials).rstrip())
+            spec = baking.with_image(spec, baking.planned_ref(spec, baking.scan(spec, allow_credentials=allow_credentials)))
         else:
-            spec = baking.bake(spec, push=False, pip=pip)
+            spec = baking.bake(spec, push=False, pip=pip, allow_credentials=allow_credentials)
+    else:
+        wsopts.refuse_unused(pip, spec.workspace.requirements, flag="--bake", allow_credentials=allow_credentials)
     from ddpctl.local import executor
 
     spec, engine = dh.place(spec)
@@ -98,6 +101,10 @@ def up(**kw) -> None:
                       host_cpus=None if several else executor.host_cpus(engine))
     if dry_run:
         import yaml
+
+        from ddpctl.local.executor.preflight import secret_values
+
+        secret_values(plan, os.environ)  # an unset --secret-env variable: refused as the real run refuses it
 
         typer.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False), nl=False)
         return
@@ -163,7 +170,7 @@ def up(**kw) -> None:
         raise finished.failure
     again = f" after {finished.restarts} restart(s)" if finished.restarts else ""
     err(f"job {plan.job} finished{again}: all {len(job.ids)} node(s) exited 0"
-        + ("" if rm else f"; remove it with 'ddpctl down {plan.job}'"))
+        + ("" if rm else f"; remove it with '{shlex.join(['ddpctl', 'down', plan.job])}'"))
 
 
 

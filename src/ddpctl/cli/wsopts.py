@@ -18,12 +18,39 @@ IndexUrl = Annotated[Optional[str], typer.Option(
     "requirements.")]
 CaFile = Annotated[Optional[Path], typer.Option(
     "--ca-file", show_default=False, help="With --index-url: CA bundle (PEM) for it.")]
+AllowCredentials = Annotated[bool, typer.Option(
+    "--allow-credential-files", help="Let files that look like credentials (.env, private keys, .netrc, "
+    ".ssh/, cloud and Docker credential files) in the code directory go into the image; by default they are "
+    "refused unless DIR/.dockerignore leaves them out.")]
 
 
 def workspace_params() -> list[inspect.Parameter]:
     """pip's sources for the requirements of a workspace image (render --push, up --bake)."""
-    return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=None)
-            for n, a in (("wheelhouse", Wheelhouse), ("index_url", IndexUrl), ("ca_file", CaFile))]
+    return [*(inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=None)
+              for n, a in (("wheelhouse", Wheelhouse), ("index_url", IndexUrl), ("ca_file", CaFile))),
+            inspect.Parameter("allow_credential_files", inspect.Parameter.KEYWORD_ONLY, annotation=AllowCredentials,
+                              default=False)]
+
+
+def asked_to_build(spec, flag_given: bool, *, flag: str, source: str | None) -> bool:
+    """Is a workspace image to be built? Only when the command line asks (``flag``: --push for render, --bake for
+    up): a job file is input from elsewhere, and reading a host directory into an image (and pushing it) is a
+    side effect it alone may not cause. A file's ``workspace:`` without the flag is refused in one line."""
+    w = spec.workspace
+    if flag_given:
+        return True
+    if (flag == "--bake" and w.dir) or (flag == "--push" and w.repository and "@sha256:" not in spec.image):
+        import shlex
+
+        from ddpctl.errors import UsageError
+
+        what = f"build {w.dir or spec.resolved_workdir or 'the workdir'} into an image" + (
+            f" and push it to {w.repository}" if flag == "--push" and w.repository else "")
+        again = shlex.join([flag, w.repository] if flag == "--push" and w.repository else [flag])
+        raise UsageError(f"{source or 'the job file'} asks to {what}; ddpctl builds and pushes only when the "
+                         "command line asks", f"add {again} to do that, or remove the workspace: "
+                         "section from the file")
+    return False
 
 
 def pip_options(kw: dict[str, Any]):
@@ -39,11 +66,12 @@ def pip_options(kw: dict[str, Any]):
     return PipOptions(wheelhouse, index_url, ca_file)
 
 
-def refuse_unused(pip, requirements: str | None, *, flag: str) -> None:
-    """pip's options and --requirements only matter when a workspace image is built (``flag``: --push for render,
-    --bake for up); given without it they would be silently ignored, so say so."""
+def refuse_unused(pip, requirements: str | None, *, flag: str, allow_credentials: bool = False) -> None:
+    """pip's options, --requirements and --allow-credential-files only matter when a workspace image is built
+    (``flag``: --push for render, --bake for up); given without it they would be silently ignored, so say so."""
     given = [name for name, value in (("--requirements", requirements), ("--wheelhouse", pip and pip.wheelhouse),
-                                      ("--index-url", pip and pip.index_url), ("--ca-file", pip and pip.ca_file))
+                                      ("--index-url", pip and pip.index_url), ("--ca-file", pip and pip.ca_file),
+                                      ("--allow-credential-files", allow_credentials))
              if value]
     if given:
         from ddpctl.errors import UsageError

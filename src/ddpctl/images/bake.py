@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 
 from ddpctl.errors import UsageError
+from ddpctl.images import reqfile
 from ddpctl.images import workspace as ws
 from ddpctl.spec import JobSpec, WorkspaceOptions
 
@@ -68,23 +69,35 @@ def repository(spec: JobSpec, source: ws.Workspace) -> tuple[str, str | None]:
     return ws.default_repository(source.root), None
 
 
-def planned_ref(spec: JobSpec) -> str:
+def scan(spec: JobSpec, *, allow_credentials: bool = False) -> ws.Workspace:
+    """The spec's code directory as it goes into the image (``allow_credentials``: the command line's
+    --allow-credential-files, never a file's)."""
+    return ws.scan(source_dir(spec), spec.workspace.requirements, allow_credentials=allow_credentials)
+
+
+def planned_ref(spec: JobSpec, source: ws.Workspace | None = None) -> str:
     """The reference a build would get, its content hash not known without the engine: REPO:ws-<content hash>."""
-    repo, tag = repository(spec, ws.scan(source_dir(spec), spec.workspace.requirements))
+    repo, tag = repository(spec, source or scan(spec))
     return f"{repo}:{tag or 'ws-<content hash>'}"
 
 
-def plan_text(spec: JobSpec, target: str, *, push: bool) -> str:
+def plan_text(spec: JobSpec, target: str, *, push: bool, pip: ws.PipOptions | None = None,
+              allow_credentials: bool = False) -> str:
     """The ``--dry-run`` report: the files, requirements, base, and where the image would go."""
-    source = ws.scan(source_dir(spec), spec.workspace.requirements)
+    source = scan(spec, allow_credentials=allow_credentials)
     check_command(spec, source)
     repo, _ = repository(spec, source)
-    ref = planned_ref(spec)
+    if push:
+        check_registry(repo)  # the dry run refuses what the real run refuses
+    ref = planned_ref(spec, source)
     shown = [f.rel for f in source.files]
     lines = [f"would build: {ref}",
              f"  from:         {source.root} ({len(shown)} files: {', '.join(shown[:8])}"
              f"{', ...' if len(shown) > 8 else ''})",
+             *ws.excluded_lines(source, indent="  "),
              f"  requirements: {source.requirements or 'none'}",
+             *([f"  pip:          {reqfile.describe(pip, reqfile.options(source.requirements))}"]
+               if source.requirements else []),
              f"  on:           {spec.resolved_image}",
              f"  command:      {shlex.join(spec.command)} (in /workspace)"]
     if push:
@@ -95,15 +108,21 @@ def plan_text(spec: JobSpec, target: str, *, push: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bake(spec: JobSpec, *, push: bool, pip: ws.PipOptions | None = None) -> JobSpec:
+def check_registry(repo: str) -> None:
+    if ws.registry_of(repo) is None:
+        raise UsageError(f"--push {repo!r} names no registry", "pass REGISTRY/NAME, e.g. registry.example:5000/team/proj")
+
+
+def bake(spec: JobSpec, *, push: bool, pip: ws.PipOptions | None = None,
+         allow_credentials: bool = False) -> JobSpec:
     """Build (and with ``push`` push) the workspace image; the spec to render or run with it."""
     from ddpctl.images.wsbuild import build_workspace
 
-    source = ws.scan(source_dir(spec), spec.workspace.requirements)
+    source = scan(spec, allow_credentials=allow_credentials)
     check_command(spec, source)
     repo, tag = repository(spec, source)
-    if push and ws.registry_of(repo) is None:
-        raise UsageError(f"--push {repo!r} names no registry", "pass REGISTRY/NAME, e.g. registry.example:5000/team/proj")
+    if push:
+        check_registry(repo)
     built = build_workspace(source, base=spec.resolved_image, repository=repo, tag=tag, pip=pip)
     if not push:
         return with_image(spec, built.tag)

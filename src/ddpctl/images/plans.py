@@ -139,7 +139,9 @@ def build_plan(*, cpu: bool, base: str | None = None, tag: str | None = None, wh
     if ca_file is not None and not index_url:
         raise UsageError("--ca-file only applies to --index-url", "add --index-url or drop --ca-file")
     if index_url and not re.match(r"^(https?|file)://", index_url):
-        raise UsageError(f"--index-url {index_url!r} is not an http(s):// or file:// URL",
+        from ddpctl.images.reqfile import shown
+
+        raise UsageError(f"--index-url {shown(index_url)} is not an http(s):// or file:// URL",
                          "give the URL of a PEP 503 simple index")
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise UsageError(f"wheelhouse {str(wheelhouse)!r} is not a directory",
@@ -165,7 +167,11 @@ def _file_digest(path: Path) -> str:
 def build_hash(plan: BuildPlan, base_id: str, context_files: Iterable[Path]) -> str:
     """Hash of every input of a build: build args, base image id, Dockerfile, wheel, wheelhouse."""
     h = hashlib.sha256()
-    h.update(json.dumps(plan.buildargs(), sort_keys=True).encode())
+    from ddpctl.images.reqfile import redact
+
+    args = plan.buildargs()
+    args["INDEX_URL"] = redact(args["INDEX_URL"])  # no hash (a label) derives from a password
+    h.update(json.dumps(args, sort_keys=True).encode())
     h.update(base_id.encode())
     for path in sorted(context_files):
         h.update(str(path.name).encode())

@@ -10,6 +10,7 @@ downgrades, and says how to mark a registry insecure when the engine refuses one
 from __future__ import annotations
 
 import re
+import shlex
 
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.images import workspace as ws
@@ -33,7 +34,7 @@ def push_failure(ref: str, error: str) -> EngineError:
                            "default), or give the registry a TLS certificate")
     if any(k in text for k in _DENIED):
         return EngineError(f"registry {host} refused the push of {ref} ({short})",
-                           f"log in with 'docker login {host}' (ddpctl uses the Docker config's credentials) or "
+                           f"log in with '{shlex.join(['docker', 'login', host])}' (ddpctl uses the Docker config's credentials) or "
                            "push to a repository you may write to")
     if any(k in text for k in REGISTRY_UNREACHABLE):
         return EngineError(f"cannot reach registry {host} to push {ref} ({short})",

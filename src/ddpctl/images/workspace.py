@@ -1,10 +1,10 @@
 """Workspace images, as pure values: which files of a user's directory go into the image, the content hash
-that names the image, the two Dockerfiles (requirements layer, code layer) and the git labels.
+that names the image, the code layer's Dockerfile and the git labels.
 
 A workspace image is a thin layer on a torch image (by default the ddp-train image): the requirements
 installed with pip in a layer of their own (an image tagged ``ddpctl/workspace-deps:<hash>``, reused while
-the base, the requirements file and the pip options are the same), then the directory's files copied to
-``/workspace``. The final tag's version is a hash of the requirements layer's id and of every copied file
+the base, the requirements file and the pip options are the same; made by :mod:`ddpctl.images.wsdeps`), then
+the directory's files copied to ``/workspace`` (links and credential files: :mod:`ddpctl.images.wstree`). The final tag's version is a hash of the requirements layer's id and of every copied file
 (path, executable bit, content), so the same tree gives the same tag and an unchanged tree builds nothing.
 No I/O here but reading the directory, the requirements file and ``git``'s view of the directory.
 """
@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ class SourceFile:
     path: Path
     executable: bool
     size: int
+    link: str | None = None  # a symbolic link inside the workspace: its target, relative to its directory
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,16 @@ class Workspace:
     root: Path
     files: tuple[SourceFile, ...]
     requirements: Path | None
+    left_out: tuple[str, ...] = ()  # credential-looking files DIR/.dockerignore leaves out
+    credentials: tuple[str, ...] = ()  # credential-looking files taken (--allow-credential-files)
 
     def digest(self) -> str:
         """sha256 over every file's path, executable bit and content (sorted by path)."""
         h = hashlib.sha256()
         for f in self.files:
+            if f.link is not None:
+                h.update(f"{f.rel}\0link\0{f.link}\0".encode())
+                continue
             h.update(f"{f.rel}\0{int(f.executable)}\0{f.size}\0".encode())
             with open(f.path, "rb") as fh:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -68,7 +73,7 @@ class Workspace:
 
     def entries(self) -> list[str]:
         """Top-level Python files (the scripts torchrun can start)."""
-        return [f.rel for f in self.files if "/" not in f.rel and f.rel.endswith(".py")]
+        return [f.rel for f in self.files if "/" not in f.rel and f.rel.endswith(".py") and f.link is None]
 
 
 def _virtualenv_dirs(root: Path) -> list[str]:
@@ -91,8 +96,10 @@ def read_dockerignore(root: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def scan(directory: str | Path, requirements: str | Path | None = None) -> Workspace:
-    """The files of ``directory`` that go into the image, with the checks a user gets one-line errors for."""
+def scan(directory: str | Path, requirements: str | Path | None = None, *,
+         allow_credentials: bool = False) -> Workspace:
+    """The files of ``directory`` that go into the image, with the checks a user gets one-line errors for
+    (links leaving the directory and credential files: :mod:`ddpctl.images.wstree`)."""
     root = Path(directory).expanduser()
     if not root.exists():
         raise UsageError(f"workspace directory {str(directory)!r} does not exist",
@@ -105,46 +112,30 @@ def scan(directory: str | Path, requirements: str | Path | None = None) -> Works
         raise UsageError(f"workspace directory {root} is not readable", "fix its permissions (chmod u+rx)")
     from docker.utils.build import PatternMatcher
 
+    from ddpctl.images import wstree
+
     patterns = [*DEFAULT_IGNORE, *_virtualenv_dirs(root), *read_dockerignore(root)]
-    matcher = PatternMatcher(patterns)
-    files: list[SourceFile] = []
-    for dirpath, dirnames, filenames in os.walk(root, onerror=_walk_error):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir + "/"
-        # prune ignored directories unless an exception ('!pattern') could bring something below them back
-        dirnames[:] = sorted(d for d in dirnames if not (matcher.matches(rel_dir + d) and
-                                                         not _has_exceptions(matcher)))
-        for name in sorted(filenames):
-            rel = rel_dir + name
-            if rel == ".dockerignore" or matcher.matches(rel):
-                continue
-            path = Path(dirpath) / name
-            st = path.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                target = path.resolve()
-                if not target.is_file():
-                    continue  # a dangling or directory link: Docker's COPY would copy the link; nothing to hash
-                st = target.stat()
-            if not stat.S_ISREG(st.st_mode):
-                continue  # sockets, fifos: not files an image can hold
-            if not os.access(path, os.R_OK):
-                raise UsageError(f"{path} in the workspace is not readable",
-                                 "fix its permissions, or list it in DIR/.dockerignore")
-            files.append(SourceFile(rel, path, bool(st.st_mode & 0o111), st.st_size))
-    ws = Workspace(root, tuple(sorted(files, key=lambda f: f.rel)), _requirements(root, requirements))
+    tree = wstree.walk(root, PatternMatcher(patterns), skip=frozenset({".dockerignore"}))
+    wstree.check(root, tree, allow_credentials=allow_credentials)
+    files = [SourceFile(rel, path, link is None and bool(st.st_mode & 0o111), 0 if link else st.st_size, link)
+             for rel, path, link, st in tree.entries]
+    ws = Workspace(root, tuple(sorted(files, key=lambda f: f.rel)), _requirements(root, requirements),
+                   tuple(tree.left_out), tuple(tree.credentials))
     if not ws.entries():
         raise UsageError(f"workspace directory {root} has no training entry (no Python file at its top level)",
                          "put the script torchrun starts (e.g. train.py) directly in that directory")
     return ws
 
 
-def _has_exceptions(matcher) -> bool:
-    return any(p.exclusion for p in matcher.patterns)
-
-
-def _walk_error(exc: OSError) -> None:
-    raise UsageError(f"cannot read {exc.filename} in the workspace ({exc.strerror})",
-                     "fix its permissions, or list it in DIR/.dockerignore") from None
+def excluded_lines(source: Workspace, indent: str = "") -> list[str]:
+    """What a build says about credential-looking files: those DIR/.dockerignore left out, those taken."""
+    out = []
+    if source.left_out:
+        out.append(f"{indent}left out:     {', '.join(source.left_out)} (credential-looking, by .dockerignore)")
+    if source.credentials:
+        out.append(f"{indent}credentials:  {', '.join(source.credentials)} go into the image "
+                   "(--allow-credential-files)")
+    return out
 
 
 def _requirements(root: Path, requirements: str | Path | None) -> Path | None:
@@ -153,6 +144,9 @@ def _requirements(root: Path, requirements: str | Path | None) -> Path | None:
         default = root / "requirements.txt"
         if not default.exists():
             return None
+        if not default.resolve().is_relative_to(root):
+            raise UsageError(f"{default} is a symbolic link that leaves the workspace",
+                             "copy the requirements file into the directory, or pass it with --requirements")
         path = default
     else:
         path = Path(requirements).expanduser()
@@ -170,12 +164,9 @@ def _requirements(root: Path, requirements: str | Path | None) -> Path | None:
     except UnicodeDecodeError:
         raise UsageError(f"cannot read requirements file {path} (not UTF-8 text)",
                          "save it as UTF-8 text, one requirement per line") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        word = line.split("#", 1)[0].strip()
-        if word.startswith(("-e ", "--editable", "-r ", "--requirement", "-c ", "--constraint")) or \
-                word.startswith(("./", "../", "/", "file:")):
-            raise UsageError(f"{path} line {n}: {word!r} refers to a file or directory, which the image build "
-                             f"cannot see", "list packages by name (put local wheels in --wheelhouse)")
+    from ddpctl.images import reqfile
+
+    reqfile.check(path, text)
     return path.resolve()
 
 
@@ -195,35 +186,16 @@ class PipOptions:
         wheels = sorted((p.name, p.stat().st_size) for p in self.wheelhouse.iterdir() if p.is_file()) \
             if self.wheelhouse else []
         ca = hashlib.sha256(self.ca_file.read_bytes()).hexdigest() if self.ca_file else None
-        return {"wheels": wheels, "index": self.index_url, "ca": ca}
+        from ddpctl.images.reqfile import redact
+
+        # the index without its credentials: a new password is not a new layer, and no hash derives from it
+        return {"wheels": wheels, "index": redact(self.index_url) if self.index_url else None, "ca": ca}
 
 
 def deps_hash(base_id: str, requirements: Path | None, pip: PipOptions) -> str:
     """What the requirements layer depends on: the base image id, the file's text and pip's sources."""
     doc = {"base": base_id, "requirements": requirements.read_text() if requirements else None, **pip.key()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def deps_dockerfile(base: str) -> str:
-    """The requirements layer: pip install from the staged requirements/wheelhouse/CA; nothing staged stays."""
-    return "\n".join([
-        f"FROM {base}",
-        "ARG INDEX_URL=",
-        "COPY requirements.txt /tmp/ddpctl-ws/requirements.txt",
-        "COPY wheelhouse/ /tmp/ddpctl-ws/wheelhouse/",
-        "COPY ca/ /tmp/ddpctl-ws/ca/",
-        "RUN set -e; W=/tmp/ddpctl-ws; set --; "
-        'if [ -n "$(ls $W/wheelhouse)" ]; then set -- --find-links $W/wheelhouse; '
-        '[ -n "$INDEX_URL" ] || set -- "$@" --no-index; fi; '
-        '[ -z "$INDEX_URL" ] || set -- "$@" --index-url "$INDEX_URL"; '
-        '[ ! -f $W/ca/ca.pem ] || set -- "$@" --cert $W/ca/ca.pem; '
-        "PY=$(command -v python3 || command -v python); "
-        "PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore "
-        'PIP_BREAK_SYSTEM_PACKAGES=1 "$PY" -m pip install -q --progress-bar off "$@" -r $W/requirements.txt; '
-        "rm -rf $W",
-        f"WORKDIR {WORKSPACE}",
-        "",
-    ])
 
 
 def code_dockerfile(parent: str, labels: dict[str, str] | None = None) -> str:

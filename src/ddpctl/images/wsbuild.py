@@ -1,8 +1,9 @@
 """``ddpctl image build --workdir DIR``: the workspace image built through the Docker SDK (legacy builder).
 
 Two builds, each skipped when its result exists: the requirements layer (``ddpctl/workspace-deps:<hash>``,
-made once per base + requirements + pip sources) and the code layer on top of it (the directory's files at
-``/workspace``, tagged by content). Build contexts are tar streams made here, so only the files
+made once per base + requirements + pip sources, by :mod:`ddpctl.images.wsdeps`: a committed container, so
+no index credential reaches a layer) and the code layer on top of it (the directory's files at
+``/workspace``, tagged by content). The code layer's build context is a tar stream made here, so only the files
 :func:`ddpctl.images.workspace.scan` chose reach the engine, with fixed owner (root), modes (0644/0755) and
 times: the content, not the checkout, decides the image.
 """
@@ -10,7 +11,6 @@ times: the content, not the checkout, decides the image.
 from __future__ import annotations
 
 import io
-import re
 import tarfile
 import tempfile
 import time
@@ -20,15 +20,13 @@ from pathlib import Path
 from ddpctl import __version__
 from ddpctl.dockerclient import docker_client, image_labels
 from ddpctl.dockerclient import image_id as _image_id
-from ddpctl.errors import EngineError, UsageError
+from ddpctl.errors import EngineError
 from ddpctl.images import workspace as ws
 from ddpctl.images.progress import BuildProgress
 from ddpctl.images.tidy import BuildTrace, drop_if_untagged, tidy_build
 from ddpctl.launch import LABEL_MANAGED_BY, LABEL_VERSION, MANAGED_BY
 
 _MTIME = 315532800  # 1980-01-01, as the wheel build uses: tar headers carry no checkout time
-_NOT_FOUND = re.compile(r"(?:No matching distribution found for|Could not find a version that satisfies the "
-                        r"requirement)\s+(\S+)")
 
 
 @dataclass
@@ -61,6 +59,12 @@ def _add_file(tar: tarfile.TarFile, name: str, path: Path, executable: bool = Fa
         tar.addfile(info, fh)
 
 
+def _add_link(tar: tarfile.TarFile, name: str, target: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, _MTIME
+    tar.addfile(info)
+
+
 def code_context(workspace: ws.Workspace, parent: str, labels: dict[str, str]):
     """The code layer's build context: the Dockerfile and ``code/`` (the workspace files)."""
     buf = tempfile.SpooledTemporaryFile(max_size=64 << 20)
@@ -75,24 +79,10 @@ def code_context(workspace: ws.Workspace, parent: str, labels: dict[str, str]):
                 if d not in dirs:
                     dirs.add(d)
                     _add_dir(tar, f"code/{d}")
-            _add_file(tar, f"code/{f.rel}", f.path, f.executable)
-    buf.seek(0)
-    return buf
-
-
-def deps_context(base: str, requirements: Path, pip: ws.PipOptions):
-    buf = tempfile.SpooledTemporaryFile(max_size=64 << 20)
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        _add_bytes(tar, "Dockerfile", ws.deps_dockerfile(base).encode())
-        _add_file(tar, "requirements.txt", requirements)
-        _add_dir(tar, "wheelhouse")
-        if pip.wheelhouse is not None:
-            for whl in sorted(pip.wheelhouse.iterdir()):
-                if whl.is_file() and whl.suffix in (".whl", ".gz", ".zip"):
-                    _add_file(tar, f"wheelhouse/{whl.name}", whl)
-        _add_dir(tar, "ca")
-        if pip.ca_file is not None:
-            _add_file(tar, "ca/ca.pem", pip.ca_file)
+            if f.link is not None:
+                _add_link(tar, f"code/{f.rel}", f.link)
+            else:
+                _add_file(tar, f"code/{f.rel}", f.path, f.executable)
     buf.seek(0)
     return buf
 
@@ -101,7 +91,7 @@ def _run_build(client, context, *, tag: str, labels: dict[str, str], buildargs: 
                progress: BuildProgress, what: str) -> str:
     """One legacy build from a tar stream; returns the image id. A failure leaves no step image behind."""
     trace = BuildTrace()
-    image_id, error, lines = "", None, []
+    image_id, error = "", None
     try:
         for ev in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
                                    pull=False, labels=labels, buildargs=buildargs or {}, decode=True):
@@ -109,7 +99,6 @@ def _run_build(client, context, *, tag: str, labels: dict[str, str], buildargs: 
                 for line in ev["stream"].splitlines():
                     trace.feed(line)
                     progress.line(line)
-                    lines.append(line)
             if "error" in ev:
                 error = str(ev.get("error", "")).strip()
             if isinstance(ev.get("aux"), dict) and "ID" in ev["aux"]:
@@ -120,11 +109,6 @@ def _run_build(client, context, *, tag: str, labels: dict[str, str], buildargs: 
         context.close()
     if error:
         tidy_build(client, trace, None, None)
-        missing = next((m.group(1) for line in lines for m in [_NOT_FOUND.search(line)] if m), None)
-        if missing:
-            raise UsageError(f"requirement {missing} cannot be found by pip (the {what} was not built)",
-                             f"add its wheel to --wheelhouse ('pip download -d DIR {missing}'), pass --index-url, "
-                             "or fix the requirements file")
         raise EngineError(f"building the {what} failed: {error[:300]}", "read the build output above")
     return image_id or _image_id(client, tag) or ""
 
@@ -142,16 +126,20 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
         raise EngineError(f"base image {base} is not present on this Docker Engine",
                           "build it ('make image-cpu' for ddpctl/ddp-train:cpu) or pass --base with an image "
                           "this engine has")
+    for line in ws.excluded_lines(workspace):
+        progress.line(line)
     parent, deps_key = base, ""
     if workspace.requirements is not None:
         deps_key = ws.deps_hash(base_id, workspace.requirements, pip)
         parent = f"{ws.DEPS_REPO}:{deps_key}"
         if _image_id(client, parent) is None or force:
-            progress.line(f"installing {workspace.requirements.name} on {base} (requirements layer {parent})")
-            _run_build(client, deps_context(base, workspace.requirements, pip), tag=parent,
-                       labels={LABEL_MANAGED_BY: MANAGED_BY, ws.LABEL_WS_DEPS: deps_key},
-                       buildargs={"INDEX_URL": pip.index_url or ""}, progress=progress,
-                       what=f"requirements layer from {workspace.requirements}")
+            from ddpctl.images import reqfile, wsdeps
+
+            progress.line(f"installing {workspace.requirements.name} on {base} (requirements layer {parent}): "
+                          + reqfile.describe(pip, reqfile.options(workspace.requirements)))
+            wsdeps.build_deps(client, base=base, tag=parent, requirements=workspace.requirements, pip=pip,
+                              labels={ws.LABEL_WS_DEPS: deps_key}, line=progress.line,
+                              what=f"requirements layer from {workspace.requirements}")
         else:
             progress.line(f"requirements layer {parent} is cached")
     parent_id = _image_id(client, parent) or ""
@@ -171,7 +159,8 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
     if previous and previous != image_id:
         drop_if_untagged(client, previous)
     seconds = time.monotonic() - t0
-    progress.done(f"built {ref} ({image_id[7:19]}) in {seconds:.1f}s: {len(workspace.files)} files on {base}")
+    progress.done(f"built {ref} ({image_id[7:19]}) in {seconds:.1f}s: {len(workspace.files)} files of {workspace.root} "
+                  f"on {base}")
     return WorkspaceImage(ref, image_id, False, seconds, base, len(workspace.files), labels)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
+from ddpctl import rules
 from ddpctl.errors import EngineError, UsageError
 
 SCHEMES = ("unix", "tcp", "ssh")
@@ -64,11 +65,12 @@ class DockerHost:
 
 
 def split_hosts(text: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``a,b`` (or a list of such) -> ('a', 'b'); blanks dropped; a host given twice is a usage error."""
+    """``a,b`` (or a list of such) -> ('a', 'b'), split as every host list is (:func:`ddpctl.rules.split_list`);
+    a host given twice is a usage error."""
     if not text:
         return ()
     parts = [text] if isinstance(text, str) else list(text)
-    out = tuple(p.strip() for part in parts for p in part.split(",") if p.strip())
+    out = tuple(h for part in parts for h in rules.split_list(part))
     seen: set[str] = set()
     for h in out:
         if h in seen:
@@ -78,33 +80,19 @@ def split_hosts(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def _check_url(given: str) -> str:
-    scheme, _, rest = given.partition("://")
-    if scheme not in SCHEMES:
-        raise UsageError(f"Docker host {given!r} has scheme {scheme!r}, not one of {', '.join(SCHEMES)}",
-                         "write unix:///path/docker.sock, tcp://HOST:2376 or ssh://USER@HOST (or a context name)")
-    if scheme == "unix":
-        if not rest.startswith("/"):
-            raise UsageError(f"Docker host {given!r} is not an absolute socket path",
-                             "write unix:///var/run/docker.sock (three slashes)")
-        return given
+    """The Docker host rule (:func:`ddpctl.rules.docker_host`: the host passes the ``--hosts`` rule) as a usage
+    error."""
     try:
-        parts = urlsplit(given)
-        host, _port = parts.hostname, parts.port  # .port raises on a bad port
-    except ValueError as exc:
-        raise UsageError(f"Docker host {given!r} is not a valid URL ({exc})",
-                         f"write {scheme}://HOST[:PORT]") from None
-    if not host or (parts.path not in ("", "/")):
-        raise UsageError(f"Docker host {given!r} names no host (or has a path)", f"write {scheme}://HOST[:PORT]")
+        rules.docker_host(given)
+    except rules.RuleError as exc:
+        raise UsageError(exc.problem, exc.fix) from None
     return given.rstrip("/")
 
 
 def resolve(given: str) -> DockerHost:
     """A URL as it is, or a docker context's endpoint. Usage errors for bad URLs and unknown contexts."""
-    if "://" in given:
+    if "://" in given or not _CONTEXT_NAME.match(given):
         return DockerHost(given, _check_url(given))
-    if not _CONTEXT_NAME.match(given):
-        raise UsageError(f"Docker host {given!r} is neither a URL nor a context name",
-                         "write unix:///path/docker.sock, tcp://HOST:2376, ssh://USER@HOST or a 'docker context ls' name")
     if given == "default":
         return DockerHost(given, _check_url(os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"))
     meta = _context_dir(given, "meta") / "meta.json"

@@ -19,7 +19,8 @@ from typing import Any, Mapping
 
 from ddpctl import launch
 from ddpctl.local import restarts
-from ddpctl.spec import JobSpec, format_size
+from ddpctl.spec import JobSpec
+from ddpctl.spec.units import docker_size
 from ddpctl.targets import Support, Unsupported
 
 # `ddpctl up` honours every core spec field; the kubernetes/slurm sections are other targets' options.
@@ -148,9 +149,12 @@ class LocalPlan:
 
 def _masked(req: dict[str, Any]) -> dict[str, Any]:
     """A request for printing (``--dry-run``): secret references shown as such, secret-looking values masked."""
-    from ddpctl.secrets import mask_env
+    from ddpctl.secrets import mask_env, mask_url_passwords
 
-    return {**req, "environment": mask_env(req["environment"])}
+    shown = {**req, "environment": mask_env(req["environment"])}
+    if isinstance(req.get("command"), list):
+        shown["command"] = [mask_url_passwords(w) if isinstance(w, str) else w for w in req["command"]]
+    return shown
 
 
 def _mount(vol_source: str, target: str, read_only: bool, cwd: Path | None) -> Mount:
@@ -274,7 +278,7 @@ def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None
     if c.ipc_mode:
         req["ipc_mode"] = c.ipc_mode
     if c.shm_size:
-        req["shm_size"] = format_size(c.shm_size)
+        req["shm_size"] = docker_size(c.shm_size)
     if c.mounts:
         req["mounts"] = [{"type": "bind" if m.bind else "volume", "source": m.source, "target": m.target,
                           "read_only": m.read_only} for m in c.mounts]

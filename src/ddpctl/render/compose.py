@@ -20,7 +20,8 @@ from typing import Any
 from ddpctl import launch
 from ddpctl.local.plan import ContainerPlan, plan_containers
 from ddpctl.render import escape_dollars, to_yaml, wssection
-from ddpctl.spec import JobSpec, format_size
+from ddpctl.spec import JobSpec
+from ddpctl.spec.units import docker_size
 from ddpctl.targets import Support, Unsupported
 
 TARGET = "compose"
@@ -65,12 +66,12 @@ def _service(c: ContainerPlan, *, depends_on: str | None = None) -> dict[str, An
     if c.ipc_mode:
         svc["ipc"] = c.ipc_mode
     if c.shm_size:
-        svc["shm_size"] = format_size(c.shm_size)
+        svc["shm_size"] = docker_size(c.shm_size)
     svc["ulimits"] = {n: soft if soft == hard else {"soft": soft, "hard": hard} for n, soft, hard in c.ulimits}
     if c.cpus:
         svc["cpus"] = c.cpus  # finite, whole millicores (rules.cpus)
     if c.mem_limit:
-        svc["mem_limit"] = format_size(c.mem_limit)
+        svc["mem_limit"] = docker_size(c.mem_limit)
     svc["restart"] = f"on-failure:{c.max_restarts}" if c.max_restarts else "no"
     if depends_on:
         svc["depends_on"] = [depends_on]

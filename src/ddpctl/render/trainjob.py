@@ -63,13 +63,16 @@ SUPPORT = Support(TARGET, sections=k8spod.SECTIONS, honours=k8spod.COMMON_HONOUR
 
 
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": k8spod.volume_mounts(spec)}
+    fix = "mount a parent directory once instead of many, or render a pytorchjob"
+    container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": _within_crd(
+        "volume mounts (volumes and /dev/shm)", k8spod.volume_mounts(spec), fix)}
     sc = k8spod.security_context(spec)
     if sc:
         container["securityContext"] = sc
     pod: dict[str, Any] = {}
     pod.update(k8spod.placement(spec))
-    pod["volumes"] = k8spod.volumes(spec)
+    pod["volumes"] = _within_crd("volumes (volumes and /dev/shm)", k8spod.volumes(spec), fix)
+    _within_crd("tolerations", pod.get("tolerations", []), "merge tolerations (operator Exists covers many)")
     pod["containers"] = [container]
     template: dict[str, Any] = {}
     annotations = k8spod.pod_annotations(spec)
@@ -79,13 +82,27 @@ def _pod_patch(spec: JobSpec) -> dict[str, Any]:
     return template
 
 
+# The TrainJob CRD's maxItems (v2.3.0 schema): a longer list is rejected by the API server at apply time.
+CRD_MAX_ITEMS = 128
+
+
+def _within_crd(what: str, items: list, hint: str) -> list:
+    if len(items) > CRD_MAX_ITEMS:
+        from ddpctl.errors import SpecError
+
+        raise SpecError(f"the TrainJob would have {len(items)} {what}, more than the {CRD_MAX_ITEMS} its CRD allows",
+                        hint)
+    return items
+
+
 def render(spec: JobSpec) -> dict[str, Any]:
     """The TrainJob as a plain dict."""
     SUPPORT.check(spec)
     trainer: dict[str, Any] = {
         "image": spec.resolved_image,
-        "command": k8spod.command(spec),
-        "env": k8spod.env_list(spec),
+        "command": _within_crd("command words", k8spod.command(spec), "pass long argument lists in a file"),
+        "env": _within_crd("env entries (env, secret_env and ddpctl's own)", k8spod.env_list(spec),
+                           "pass large configuration as a file in a volume, or render a pytorchjob"),
         "numNodes": spec.nodes,
         "numProcPerNode": spec.procs_per_node,
     }

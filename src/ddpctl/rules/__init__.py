@@ -31,6 +31,9 @@ The names below are a stable API (other modules import them):
 ``device_id``              a GPU index (normalised: ``"00"`` -> ``"0"``) or a ``GPU-``/``MIG-`` UUID
 ``toleration``             a Kubernetes toleration mapping (operator, effect, seconds, key, value)
 ``command``                a user command: non-empty words, the first not starting with ``-``
+``host_name``              a host name or IP address, never starting with ``-`` (``--hosts``, Docker hosts)
+``docker_host``            ``unix:///PATH``, ``tcp://HOST[:PORT]``, ``ssh://[USER@]HOST[:PORT]`` or a context name
+``split_list``             the one way a host list is split: commas and whitespace, blanks dropped
 ========================== ===============================================================================
 
 Input limits for whole files (YAML) are here too (:data:`MAX_SPEC_BYTES`, :data:`MAX_YAML_NODES`,
@@ -65,6 +68,13 @@ from ddpctl.rules.env import (  # noqa: F401
     env_value,
     reserved_env_fix,
     user_env_name,
+)
+from ddpctl.rules.hosts import (  # noqa: F401
+    DOCKER_HOST_SCHEMES,
+    HOST_RE,
+    docker_host,
+    host_name,
+    split_list,
 )
 from ddpctl.rules.images import (  # noqa: F401
     MAX_IMAGE_NAME_LEN,

@@ -65,6 +65,48 @@ def container_image(value: Any, runtime: str = "pyxis") -> str:
     value = _word(value, "container image", "docker://pytorch/pytorch:2.13.0", fix)
     if len(value) > MAX_IMAGE_LEN:
         raise RuleError(f"container image is longer than {MAX_IMAGE_LEN} characters", fix)
-    if value.startswith("docker://"):
-        image_ref(value[len("docker://"):])
+    if value.startswith(("/", "./", "../", "~")):
+        return value  # an image file (.sif, .sqsh) or a sandbox directory on the nodes
+    scheme, sep, rest = value.partition("://")
+    if not sep and value.startswith("docker-daemon:"):
+        scheme, rest = "docker-daemon", value[len("docker-daemon:"):]
+    elif not sep:
+        scheme, rest = "", value
+    try:
+        if scheme in ("", "docker", "dockerd", "podman", "docker-daemon", "oras"):
+            _enroot_ref(rest)
+        elif scheme in ("library", "shub"):
+            if not _LIBRARY_RE.fullmatch(rest):
+                raise RuleError(f"{rest!r} is not a {scheme}:// reference", "write [HOST/]ENTITY/COLLECTION/NAME[:TAG]")
+        elif scheme in ("http", "https"):
+            from urllib.parse import urlsplit
+
+            host = urlsplit(value).hostname or ""
+            if not _HOST_RE.fullmatch(host) or any(c.isspace() for c in value):
+                raise RuleError(f"{value!r} is not a URL with a host", "write https://HOST/PATH/image.sif")
+        else:
+            raise RuleError(f"scheme {scheme!r} is not one pyxis/enroot or apptainer reads",
+                            "use docker://, dockerd://, podman://, docker-daemon:, oras://, library://, shub://, "
+                            "https:// or a path")
+    except RuleError as exc:
+        raise RuleError(f"container image {value!r} is not an image reference ({exc.problem})", fix) from None
     return value
+
+
+_LIBRARY_RE = re.compile(r"([a-z0-9][a-z0-9._-]*/){0,3}[a-z0-9][a-z0-9._-]*(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?")
+_HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:]{2,39}\]?")
+_ENROOT_USER = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.\-]{0,63})@(?!sha256:)(.+)", re.S)
+
+
+def _enroot_ref(rest: str) -> None:
+    """``[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST]`` (enroot's, which pyxis passes on) or a Docker reference."""
+    m = _ENROOT_USER.fullmatch(rest)
+    if m and "/" not in m.group(1) and "#" not in m.group(1):
+        rest = m.group(2)
+    registry, sharp, path = rest.partition("#")
+    if sharp:
+        if not registry or "/" in registry:
+            raise RuleError(f"{registry!r} before '#' is not a registry host", "write REGISTRY#PATH[:TAG]")
+        image_ref(f"{registry}/{path}")
+    else:
+        image_ref(rest)

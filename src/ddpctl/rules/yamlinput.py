@@ -97,6 +97,8 @@ def construct_scalar(node: Any, source: str) -> Any:
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise RuleError(f"{source}:{line}: {problem}", "remove the tag or write a plain value") from None
-    except (ValueError, OverflowError) as exc:
-        raise RuleError(f"{source}:{line}: cannot read {node.value[:30]!r} ({exc.__class__.__name__})",
-                        "write a plain value") from None
+    except Exception as exc:  # noqa: BLE001 - PyYAML's constructors raise ValueError, KeyError, IndexError,
+        # AttributeError... for a value their tag cannot convert (!!bool maybe, !!int '', !!timestamp nope)
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        raise RuleError(f"{source}:{line}: cannot read {node.value[:30]!r} as {tag} ({exc.__class__.__name__})",
+                        "write a plain value (or a value the tag can convert)") from None

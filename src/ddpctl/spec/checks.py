@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ddpctl.spec.lines import Lines
 
 # Patterns are matched with fullmatch (``$`` would also accept a trailing newline).
-HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:]{2,39}\]?")
+HOST_RE = rules.HOST_RE  # one host rule: ddpctl.rules.hosts
 DOCKER_HOST_RE = re.compile(r"[A-Za-z0-9][^\s,]{0,511}")  # a URL or a context name (ddpctl.local.dockerhosts checks it)
 IFNAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,15}")
 SLURM_TIME_RE = re.compile(r"(\d{1,4}-)?\d{1,3}(:\d{2}){0,2}")
@@ -93,7 +93,7 @@ class Checker:
 
     def str_list(self, path, value, pattern: re.Pattern | None = None, what: str = "") -> tuple[str, ...]:
         if isinstance(value, str):
-            value = [v for v in re.split(r"[,\s]+", value) if v]
+            value = rules.split_list(value)
         if not isinstance(value, list):
             raise self.fail(path, f"must be a list, got {type_name(value)} {show(value)}", "write a YAML list")
         return tuple(self.string(path, v, pattern, what) for v in value)
@@ -180,8 +180,9 @@ def env(ck: Checker, path, value) -> tuple[tuple[str, str], ...]:
         ck.rule(kp, rules.env_value, v)
         out.append((k, v))
     merged: dict[str, str] = {}
-    for k, v in out:  # a key given twice (file list + flag): the later value wins
-        merged.pop(k, None)
+    for k, v in out:  # a key given twice is refused, in the list form as in the mapping form
+        if k in merged:
+            raise ck.fail(path + (k,), "is given twice", "give each variable once")
         merged[k] = v
     return tuple(merged.items())
 

@@ -41,6 +41,17 @@ def _size(ck: Checker, p, v) -> int:
     return ck.size(p, v)
 
 
+MIN_MEMORY = 6 * 1024**2  # the Docker Engine's minimum memory limit ("Minimum memory limit allowed is 6MB")
+
+
+def _memory(ck: Checker, p, v) -> int:
+    n = ck.size(p, v)
+    if n < MIN_MEMORY:
+        raise ck.fail(p, f"is {n} bytes, less than the 6m a container engine accepts as a memory limit",
+                      "give at least 6m (a training process needs far more)")
+    return n
+
+
 def _section(name: str) -> Check:
     def check(ck: Checker, p, v) -> Any:
         data = ck.mapping(p, v)
@@ -115,8 +126,8 @@ _TABLE: list[Field] = [
           Flag(("--hosts",), str, "Comma-separated host addresses, one per node, master first (multi-host).",
                commands=("up", "compose", "pytorchjob", "trainjob", "slurm")),
           sample=["node-a"], needs={"network": "host"}),
-    Field("docker_hosts", lambda ck, p, v: ck.str_list(p, v, c.DOCKER_HOST_RE,
-                                                       "a Docker host URL (unix://, tcp://, ssh://) or context name"),
+    Field("docker_hosts", lambda ck, p, v: tuple(ck.rule(p, rules.docker_host, h) for h in ck.str_list(
+              p, v, c.DOCKER_HOST_RE, "a Docker host URL (unix://, tcp://, ssh://) or context name")),
           Flag(("--docker-hosts",), str,
                "Comma-separated Docker hosts, one per node, node 0 first: unix:///PATH, tcp://HOST[:PORT] (TLS "
                "from DOCKER_TLS_VERIFY/DOCKER_CERT_PATH), ssh://[USER@]HOST or docker context names; host "
@@ -150,7 +161,7 @@ _TABLE: list[Field] = [
           sample=True),
     Field("cpus_per_node", c.cpus,
           sample=2),
-    Field("memory_per_node", _size,
+    Field("memory_per_node", _memory,
           sample="4g"),
     # ---- nccl:
     Field("nccl", _section("nccl"), dump=_dump_section),

@@ -43,13 +43,17 @@ def apply_overrides(data: dict[str, Any], lines: Any, overrides: Mapping[str, An
 
 def merge_env(file_env: dict | list, flags: list) -> dict | list:
     """The file's env with ``KEY=VALUE`` flags added or overriding per key (validation happens later)."""
-    if isinstance(file_env, list):
-        return file_env + list(flags)  # checks.env keeps the last value of a repeated key
     if not all(isinstance(f, str) and "=" in f for f in flags):
         return list(flags)  # a malformed flag: let validation report it
+    from ddpctl.secrets import once
+
+    keys = once([f.split("=", 1)[0] for f in flags], "--env")
+    if isinstance(file_env, list):  # a flag replaces the file's entry of its key (a key twice in the file stays
+        return [e for e in file_env if not (isinstance(e, str) and e.split("=", 1)[0] in keys)] + list(flags)
     merged = dict(file_env)
     for item in flags:
         k, v = item.split("=", 1)
         merged.pop(k, None)  # an overridden key moves to the end, like a later flag
         merged[k] = v
     return merged
+

@@ -44,6 +44,34 @@ def _short_volume(spec: str) -> tuple[str | None, str]:
     return parts[0], parts[1]
 
 
+_MODE_GROUPS = ({"rw", "ro"}, {"z", "Z"}, {"shared", "rshared", "slave", "rslave", "private", "rprivate"},
+                {"delegated", "cached", "consistent"}, {"nocopy"})
+
+
+def _short_volume_problem(spec: str, named: bool) -> str | None:
+    """What docker-compose 1.29.2 (``external:internal[:mode]``) or the Docker Engine (the mode words, an empty
+    source, ``/`` as the target) refuses at ``up`` in a short-syntax volume, though its ``config`` passes it."""
+    parts = spec.split(":")
+    if len(parts) > 3:
+        return "has more than SOURCE:TARGET:MODE (docker-compose: incorrect format)"
+    if len(parts) >= 2 and parts[0] == "":
+        return "has an empty source (the engine: invalid volume specification)"
+    target = parts[1] if len(parts) >= 2 else parts[0]
+    if target.rstrip("/") == "" and target:
+        return "mounts onto / (the engine: the destination can't be '/')"
+    if len(parts) == 3 and parts[2]:
+        words = parts[2].split(",")
+        for w in words:
+            if not any(w in g for g in _MODE_GROUPS):
+                return f"has mode {w!r}, which the engine does not know (rw, ro, z, Z, shared, slave, private ...)"
+            if w == "nocopy" and not named:
+                return "has mode 'nocopy', which applies to named volumes only (the engine refuses it on a bind mount)"
+        for g in _MODE_GROUPS:
+            if len([w for w in words if w in g]) > 1:
+                return f"has mode {parts[2]!r}, which gives {'/'.join(sorted(g & set(words)))} together"
+    return None
+
+
 def check(doc: dict) -> Iterator[Issue]:
     if "name" in doc:
         yield Issue(("name",), "docker-compose 1.29.2 rejects a top-level name (Compose v2 accepts it); remove it "
@@ -105,6 +133,11 @@ def check(doc: dict) -> Iterator[Issue]:
             vp = p + ("volumes", i)
             if isinstance(vol, str):
                 source, target = _short_volume(vol)
+                named = bool(source) and not source.startswith(("/", ".", "~", "$"))
+                problem = _short_volume_problem(vol, named)
+                if problem:
+                    yield Issue(vp, f"{short(vol)} {problem}")
+                    continue
                 if source is not None and source and not source.startswith(("/", ".", "~", "$")):
                     if "/" in source:
                         yield Issue(vp, f"source {source!r} is read as a volume name; write ./{source} for a "

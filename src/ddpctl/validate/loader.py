@@ -129,7 +129,10 @@ class _Builder:
             return node.value  # JSON has no dates: the consumer sees the text
         try:
             return self.constructor.construct_object(node, deep=True)
-        except ValueError as exc:  # e.g. an integer of more than 4300 digits
-            raise self.fail(node, str(exc).splitlines()[0][:80]) from None
         except self.yaml.YAMLError as exc:
             raise self.fail(node, getattr(exc, "problem", None) or "an invalid value") from None
+        except Exception as exc:  # noqa: BLE001 - ValueError (an int of 4300+ digits, !!int abc), KeyError
+            # (!!bool maybe), IndexError (!!int ''): one line naming the value and its tag
+            short = tag.replace("tag:yaml.org,2002:", "!!")
+            why = (str(exc).splitlines() or [""])[0][:80] if isinstance(exc, ValueError) else exc.__class__.__name__
+            raise self.fail(node, f"cannot read {node.value[:30]!r} as {short} ({why})") from None

@@ -8,6 +8,7 @@ node's launcher said is read back by :func:`job_root_cause` and put in one line 
 from __future__ import annotations
 
 import queue
+import shlex
 import sys
 import threading
 import time
@@ -176,7 +177,8 @@ def failure_message(job: str, rank: int, code: int, info: ContainerInfo | None,
     if cause is not None and cause.rank is not None:
         last = cause.last_line or "(no error output)"
         text = f"node {rank} ({name}) of job {job} failed: rank {cause.rank} exited with code {code}{why}: {last}"
-    exc = JobFailed(text, f"see 'ddpctl logs {job} --node {rank}'; remove the job with 'ddpctl down {job}'")
+    exc = JobFailed(text, f"see '{shlex.join(['ddpctl', 'logs', job, '--node', str(rank)])}'; remove the job with "
+                               f"'{shlex.join(['ddpctl', 'down', job])}'")
     exc.exit_code = code if 0 < code < 256 else 1
     return exc
 

@@ -8,6 +8,7 @@ removes what was created (:func:`rollback`).
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -49,7 +50,7 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple
         except Exception as exc:  # noqa: BLE001 - in use by a container created meanwhile
             if attempt == 2:
                 raise EngineError(f"could not remove job {job}: {_reason(exc)}",
-                                  f"stop its 'ddpctl up' (Ctrl-C), then run 'ddpctl down {job}' again") from None
+                                  f"stop its 'ddpctl up' (Ctrl-C), then run '{shlex.join(['ddpctl', 'down', job])}' again") from None
     return n_c, n_n, n_v
 
 
@@ -95,7 +96,7 @@ def start(job: Job, engine: Engine) -> None:
         if "executable file not found" in reason and launcher and launcher in reason:
             raise EngineError(f"image {job.plan.image} has no '{launcher}' (the ddp-train package's torchrun "
                               "wrapper every node starts with); nothing was left behind",
-                              f"build on it with 'ddpctl image build --base {job.plan.image} --tag ...', or "
+                              f"build on it with '{shlex.join(['ddpctl', 'image', 'build', '--base', job.plan.image])} --tag ...', or "
                               "'pip install' this project in it") from None
         raise EngineError(f"starting job {job.plan.job} failed ({reason}); nothing was left behind",
                           "fix the cause above and run 'ddpctl up' again") from None

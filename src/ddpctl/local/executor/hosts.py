@@ -10,6 +10,7 @@ pull is one error naming the host and how to load the image there) and, for GPU 
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Mapping
 
 from ddpctl.errors import EngineError, UsageError
@@ -23,7 +24,7 @@ from ddpctl.local.plan import LocalPlan
 
 def docker_cli(host: NamedEngine) -> str:
     """How the docker CLI addresses ``host``: ``docker -H URL`` or ``docker --context NAME``."""
-    return f"docker -H {host.name}" if "://" in host.name else f"docker --context {host.name}"
+    return shlex.join(["docker", "-H", host.name] if "://" in host.name else ["docker", "--context", host.name])
 
 
 def ensure_image(host: NamedEngine, image: str, say: Say = _quiet) -> None:
@@ -36,11 +37,11 @@ def ensure_image(host: NamedEngine, image: str, say: Say = _quiet) -> None:
     except Exception as exc:  # noqa: BLE001 - any pull failure: no registry, no such image, auth
         raise UsageError(f"image {image} is not on Docker host {host.name} and pulling it there failed "
                          f"({_reason(exc)[:160]})",
-                         f"load it there ('docker save {image} | {docker_cli(host)} load') or push it to a "
+                         f"load it there ('{shlex.join(['docker', 'save', image])} | {docker_cli(host)} load') or push it to a "
                          "registry that host can reach") from None
     if not host.engine.image_exists(image):
         raise UsageError(f"image {image} is still not on Docker host {host.name} after a pull",
-                         f"load it there ('docker save {image} | {docker_cli(host)} load')")
+                         f"load it there ('{shlex.join(['docker', 'save', image])} | {docker_cli(host)} load')")
 
 
 def preflight_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = _quiet) -> list[ContainerInfo]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import socket
 from typing import Callable, Mapping
 
@@ -69,25 +70,25 @@ def clashes(plan: LocalPlan, engine: Engine) -> list[ContainerInfo]:
         where = sorted({c.host for c in running if c.host})
         on = f" on Docker host(s) {', '.join(where)}" if where else ""
         raise UsageError(f"job {plan.job} is already running ({len(running)} container(s){on})",
-                         f"stop it with 'ddpctl down {plan.job}' or choose another --name")
+                         f"stop it with '{shlex.join(['ddpctl', 'down', plan.job])}' or choose another --name")
     mine = {c.id for c in existing}
     for c in plan.containers:
         for other in engine.containers(name=c.name):
             if other.id not in mine:
                 on = f" on Docker host {other.host}" if other.host else ""
                 raise UsageError(f"a container named {c.name} already exists{on} and is not part of job {plan.job}",
-                                 f"remove it ('docker rm -f {c.name}') or choose another --name")
+                                 f"remove it ('{shlex.join(['docker', 'rm', '-f', c.name])}') or choose another --name")
     if plan.network:
         for net in engine.networks(name=plan.network):
             if net.labels.get(LABEL_JOB) != plan.job:
                 raise UsageError(f"a network named {plan.network} already exists and is not job {plan.job}'s",
-                                 f"remove it ('docker network rm {plan.network}') or choose another --name")
+                                 f"remove it ('{shlex.join(['docker', 'network', 'rm', plan.network])}') or choose another --name")
     if plan.checkpoint_volume:
         for vol in engine.volumes(name=plan.checkpoint_volume):
             if vol.labels.get(LABEL_JOB) != plan.job:
                 raise UsageError(f"a volume named {plan.checkpoint_volume} already exists and is not job "
                                  f"{plan.job}'s checkpoint volume",
-                                 f"remove it ('docker volume rm {plan.checkpoint_volume}'), choose another --name, "
+                                 f"remove it ('{shlex.join(['docker', 'volume', 'rm', plan.checkpoint_volume])}'), choose another --name, "
                                  f"or mount it yourself with -v {plan.checkpoint_volume}:/checkpoints")
     return existing
 

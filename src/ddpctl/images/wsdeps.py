@@ -1,0 +1,127 @@
+"""The requirements layer of a workspace image, built so that nothing staged for pip leaves a trace.
+
+A Dockerfile cannot do that on this engine: the legacy builder (the only one the Docker SDK drives, and the only
+one without the ``buildx`` plugin) has no secret mounts, records every build argument in the image history,
+and a ``COPY``-ed file stays in its layer even when a later step deletes it. So the layer is made the way the
+builder makes a ``RUN`` step, minus those: a container of the base image gets ``/tmp/ddpctl-ws`` (the
+requirements file, the wheelhouse, the CA bundle, the index URL with its credentials in a file, and the
+install script) copied in through the API, runs pip, deletes ``/tmp/ddpctl-ws`` before it exits, and is
+committed as ``ddpctl/workspace-deps:<hash>`` with the base image's configuration. The one new layer holds the
+installed packages only; the history says ``/bin/sh /tmp/ddpctl-ws/install.sh``; no environment variable,
+argument or label carries the index URL (only its credential-free form, in a label).
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+from ddpctl.errors import DdpctlError, EngineError
+from ddpctl.images import reqfile
+from ddpctl.images import workspace as ws
+from ddpctl.launch import LABEL_MANAGED_BY, MANAGED_BY
+
+STAGE = "/tmp/ddpctl-ws"
+LABEL_INDEX = "ai.ddpctl.workspace.index"  # the index the layer was installed from, credentials removed
+
+SCRIPT = f"""set -e
+W={STAGE}
+trap 'rm -rf "$W"' EXIT
+set --
+if [ -n "$(ls "$W/wheelhouse")" ]; then
+    set -- --find-links "$W/wheelhouse"
+    [ -f "$W/index-url" ] || set -- "$@" --no-index
+fi
+[ ! -f "$W/index-url" ] || set -- "$@" --index-url "$(cat "$W/index-url")"
+[ ! -f "$W/ca/ca.pem" ] || set -- "$@" --cert "$W/ca/ca.pem"
+PY=$(command -v python3 || command -v python)
+PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore PIP_BREAK_SYSTEM_PACKAGES=1 \\
+    "$PY" -m pip install -q --progress-bar off "$@" -r "$W/requirements.txt"
+mkdir -p {ws.WORKSPACE}
+"""
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes | None = None, *, path: Path | None = None,
+         mode: int = 0o600) -> None:
+    info = tarfile.TarInfo(f"{STAGE.lstrip('/')}/{name}")
+    if data is None and path is None:
+        info.type, info.mode = tarfile.DIRTYPE, 0o700
+        tar.addfile(info)
+        return
+    info.mode = mode
+    if path is not None:
+        info.size = path.stat().st_size
+        with open(path, "rb") as fh:
+            tar.addfile(info, fh)
+    else:
+        info.size = len(data or b"")
+        tar.addfile(info, io.BytesIO(data or b""))
+
+
+def stage_archive(requirements: Path, pip: ws.PipOptions) -> bytes:
+    """``/tmp/ddpctl-ws`` as a tar for ``put_archive``: script, requirements, wheelhouse, CA, index URL."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in ("", "wheelhouse", "ca"):
+            _add(tar, d)
+        _add(tar, "install.sh", SCRIPT.encode())
+        _add(tar, "requirements.txt", path=requirements)
+        if pip.wheelhouse is not None:
+            for whl in sorted(pip.wheelhouse.iterdir()):
+                if whl.is_file() and whl.suffix in (".whl", ".gz", ".zip"):
+                    _add(tar, f"wheelhouse/{whl.name}", path=whl)
+        if pip.ca_file is not None:
+            _add(tar, "ca/ca.pem", path=pip.ca_file)
+        if pip.index_url:
+            _add(tar, "index-url", pip.index_url.encode())
+    return buf.getvalue()
+
+
+def _commit_config(base_config: dict, labels: dict[str, str]) -> dict:
+    """The committed image's configuration: the base image's, WORKDIR /workspace, the labels added. Empty
+    command fields are sent as [] so the engine does not fill them from the install container."""
+    keep = ("User", "Env", "Cmd", "Entrypoint", "ExposedPorts", "Volumes", "StopSignal", "Healthcheck", "Shell",
+            "OnBuild")
+    conf = {k: base_config.get(k) for k in keep if base_config.get(k) is not None}
+    conf["Entrypoint"] = base_config.get("Entrypoint") or []
+    conf["Cmd"] = base_config.get("Cmd") or ([] if conf["Entrypoint"] else ["/bin/sh"])
+    conf["WorkingDir"] = ws.WORKSPACE
+    conf["Labels"] = {**(base_config.get("Labels") or {}), **labels}
+    return conf
+
+
+def build_deps(client, *, base: str, tag: str, requirements: Path, pip: ws.PipOptions, labels: dict[str, str],
+               line, what: str) -> str:
+    """Install ``requirements`` on ``base`` as described above; the image is tagged ``tag``. Returns its id.
+    ``line`` gets pip's output. A failure leaves no container and no image behind."""
+    from ddpctl.dockerclient import remove_quietly
+
+    repo, _, version = tag.rpartition(":")
+    labels = {**labels, LABEL_MANAGED_BY: MANAGED_BY, **({LABEL_INDEX: reqfile.redact(pip.index_url)}
+                                                          if pip.index_url else {})}
+    container, lines = None, []
+    try:
+        base_config = client.api.inspect_image(base)["Config"] or {}
+        container = client.containers.create(base, ["/bin/sh", f"{STAGE}/install.sh"], entrypoint=[], user="0",
+                                             working_dir="/", labels={LABEL_MANAGED_BY: MANAGED_BY,
+                                                                      "ddpctl.purpose": "workspace-deps"})
+        container.put_archive("/", stage_archive(requirements, pip))
+        container.start()
+        for chunk in container.logs(stdout=True, stderr=True, stream=True, follow=True):
+            for text in chunk.decode("utf-8", "replace").splitlines():
+                lines.append(text)
+                line(text)
+        code = int(container.wait().get("StatusCode", 1))
+        if code != 0:
+            reqfile.raise_pip_failure(lines, what, code)
+        image = container.commit(repository=repo, tag=version, conf=_commit_config(base_config, labels),
+                                 message="ddpctl: pip install -r requirements.txt")
+        return image.id
+    except DdpctlError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - connection dropped, API error
+        first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:300]
+        raise EngineError(f"building the {what} failed: {first}", "read the build output above") from None
+    finally:
+        remove_quietly(container)
