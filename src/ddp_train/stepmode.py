@@ -64,7 +64,9 @@ def graph_blockers(*, device_type: str, strategy: str, precision: str, compile: 
         out.append(f"--compile-mode {compile_mode} captures CUDA graphs of its own")
     if sync_bn:
         out.append("--sync-bn is not validated under whole-step capture")
-    if grad_compression != "none" and graph_reducer == "ddp":
+    if grad_compression == "powersgd":
+        out.append("PowerSGD (--grad-compression powersgd) keeps per-step state on the host")
+    elif grad_compression not in ("none", "auto") and graph_reducer == "ddp":
         out.append("a DDP comm hook (--grad-compression) is not validated under whole-step capture; "
                    "the flat reducer (--graph-reducer flat) all-reduces in bf16 itself")
     return out

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch import nn
 
 from . import checkpoint as ckpt_mod
-from . import compilescope, preempt, stepmode
+from . import compilescope, compression, preempt, stepmode
 from . import data as data_mod
 from . import summary as summary_mod
 from . import sync as sync_mod
@@ -121,6 +121,8 @@ class Run:
             raise TrainError(f"--warmup-steps {self.warmup_steps} leaves no timed step out of {self.stop_at}; "
                              "lower it or raise --max-steps/--epochs", EXIT_USAGE)
         self.log_interval = a.log_interval or max(1, self.steps_per_epoch // 10)
+        # --grad-compression/--graph-reducer/--bucket-mb auto: from the link, measured now (compression.py)
+        self.comm = compression.decide(a, device=self.device, world=self.world, distributed=self.distributed)
         # planned on the whole run (a resumed run plans the same way, so it picks the same mode)
         self.step_plan = stepmode.plan_step(
             requested=a.step_mode, device_type=self.device.type, strategy=self.strategy, precision=self.precision,
@@ -205,7 +207,7 @@ class Run:
         self.side_stream = torch.cuda.Stream(self.device) if self.graph_mode else None
         self.reducer = None
         if self.strategy == "ddp" and self.distributed and self.own_reducer:
-            comm_dtype = torch.bfloat16 if a.grad_compression == "bf16" else torch.float32
+            comm_dtype = compression.comm_dtype(self.comm)
             # BatchNorm buffers: rank 0's broadcast only before the steps whose buffers are read afterwards
             # (_sync_buffers_before_step), not in every step as DDP does; the same values for every reader
             buffer_sync = "step" if a.debug_per_step_buffer_broadcast else "deferred"
@@ -222,17 +224,12 @@ class Run:
                     self.side_stream.wait_stream(torch.cuda.current_stream(self.device))
                 self.model = nn.parallel.DistributedDataParallel(
                     core, device_ids=[self.device.index] if self.cuda else None,
-                    gradient_as_bucket_view=True, find_unused_parameters=False,
+                    gradient_as_bucket_view=True, find_unused_parameters=False, bucket_cap_mb=a.bucket_mb,
                     static_graph=a.static_graph or (self.graph_mode and not self.step_plan.compile),
                     **_buffer_sync_kwargs(a.broadcast_buffers))
             if self.graph_mode:
                 torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
-            if a.grad_compression == "bf16":
-                if not self.cuda:
-                    raise TrainError("--grad-compression bf16 needs CUDA and NCCL; drop it on CPU "
-                                     "(gloo all-reduces fp32 gradients)", EXIT_USAGE)
-                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-                self.model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+            compression.register_hook(self.model, self.comm)
         elif self.strategy == "dp" and self.cuda and self.n_dp > 1:
             self.model = nn.DataParallel(core)
         else:
@@ -276,8 +273,9 @@ class Run:
             global_batch=self.global_batch, lr=round(lr, 6), steps_per_epoch=self.steps_per_epoch,
             epochs=a.epochs, train_samples=self.train_split.length, params=self.n_params, threads=self.threads)
         self.header["step_mode_reason"] = self.step_plan.reason
-        self.say("ddp-train: step: " + self.step_plan.describe() + " | "
-                 + " ".join(f"{k}={v}" for k, v in self.header.items() if k != "step_mode_reason"))
+        self.header["comm_reason"] = self.comm.reason
+        self.say("ddp-train: step: " + self.step_plan.describe() + " | comm: " + self.comm.describe() + " | "
+                 + " ".join(f"{k}={v}" for k, v in self.header.items() if not k.endswith("_reason")))
         self.metrics.write("start", **self.header)
 
     def _resume(self):
