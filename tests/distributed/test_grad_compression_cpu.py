@@ -42,8 +42,8 @@ def test_compressed_loss_curve_within_noise_of_uncompressed(tmp_path, compressio
     first = p.stdout.splitlines()[0]
     assert f"comm: grad_compression={compression} graph_reducer=flat bucket_mb=25: CPU ranks (gloo)" in first, first
     r, o, c = _window_means(ref), _window_means(other), _window_means(comp)
-    noise = max(abs(a - b) for a, b in zip(r, o))
-    gap = max(abs(a - b) for a, b in zip(r, c))
+    noise = max(abs(a - b) for a, b in zip(r, o, strict=True))
+    gap = max(abs(a - b) for a, b in zip(r, c, strict=True))
     assert noise > 0
     assert gap <= max(noise, 0.02), (compression, gap, noise, r, c)
     assert c[-1] < 0.6 * c[0], c  # it learns

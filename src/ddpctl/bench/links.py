@@ -67,7 +67,7 @@ def advice(cells: list[dict], interconnect: list[dict]) -> list[dict]:
         t_c, t_comm = ic["t_compute_s"], ic["t_comm_lb_s"]
         gains = []
         comp = summ.get("grad_compression") or "none"
-        if comp == "none":
+        if comp == "none" and t_comm > 0.05 * t_c:
             gains.append(f"bf16 gradients (--grad-compression bf16; auto picks it on a slow link): t_comm >= "
                          f"{t_comm * 1e3:.1f} -> {t_comm * 5e2:.1f} ms, no-overlap bound "
                          f"{_eff_no_overlap(t_c, t_comm):.1%} -> {_eff_no_overlap(t_c, t_comm / 2):.1%}")
