@@ -41,7 +41,7 @@ def use_src() -> None:
     """Import ddpctl / ddp_train from this checkout (a tool run as ``python benchmarks/x.py``)."""
     if str(SRC) not in sys.path:
         sys.path.insert(0, str(SRC))
-    os.environ.update(MULTICAST_OFF)
+    os.environ.update(gpu_env())  # and for every program it starts (ddpctl bench's runs inherit os.environ)
 
 
 class Deadline:
