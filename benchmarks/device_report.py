@@ -65,8 +65,11 @@ def _bench(name: str, out: Path, dl: benchlib.Deadline, reserve: float, **kw) ->
     kw.update(SMOKE)
     budget = max(60.0, dl.left() - reserve)
     opts = BenchOptions(time_budget_s=budget, **kw)
-    flags = " ".join(f"--{k.replace('_s', '').replace('_', '-')} {','.join(map(str, v)) if isinstance(v, tuple) else v}"
-                     for k, v in kw.items())
+    names = {"cell_timeout_s": "cell-timeout", "probe_max_bytes": "probe-max"}
+    shown = {**kw, **({"probe_max_bytes": f"{kw['probe_max_bytes'] >> 20}m"} if "probe_max_bytes" in kw else {}),
+             **({"cell_timeout_s": f"{kw['cell_timeout_s']:g}"} if "cell_timeout_s" in kw else {})}
+    flags = " ".join(f"--{names.get(k, k.replace('_', '-'))} {','.join(map(str, v)) if isinstance(v, tuple) else v}"
+                     for k, v in shown.items())
     rep, _ = run_bench(opts, out / name, command=f"ddpctl bench {flags} --time-budget {budget:.0f}", plots=True)
     cells = {c["key"]: c for c in rep["cells"]}
     return {"duration_s": rep["duration_s"],
