@@ -12,7 +12,7 @@ compilation at start; ``--compile`` combines it with the graph (the compiled for
 like the eager ones). ``auto`` (neither ``--compile`` nor ``--no-compile``) compiles a graph-mode run only if it
 plans at least ``COMPILE_MIN_STEPS`` steps (the measured break-even of its start-up), and the reason says so;
 ``--no-compile-if-repaid`` turns that rule off (compile only with ``--compile``). It became the default once the
-compiled run's loss curve matched the eager run's on a GPU (docs/BENCHMARKS.md, issue 13 round 4).
+compiled run's loss curve matched the eager run's on a GPU (2x H100, 2026-11-26: docs/benchmarks/2026-11-26-benchmarks.md).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from .config import GRAPH_MIN_STEPS
 from .errors import EXIT_USAGE, TrainError
 
 # auto compile (--compile-if-repaid, the default): torch.compile for graph-mode runs long enough to repay its
-# start-up. Measured (docs/BENCHMARKS.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100, round 2:
+# start-up. Measured (docs/benchmarks/2026-11-26-benchmarks.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100:
 # start-up 37.8 s with compile against 7.4 s without, 4.15 against 5.19 ms per step on one GPU: 30.4 s / 1.04 ms =
-# ~29,200 steps; 2x H100, round 4: 31.8 s against 6.6-13.1 s, 4.08 against 5.17 ms: ~23,000 steps. The larger one,
+# ~29,200 steps; 2x H100: 31.8 s against 6.6-13.1 s, 4.08 against 5.17 ms: ~23,000 steps. The larger one,
 # rounded up, is the threshold.
 COMPILE_EXTRA_STARTUP_S = 30.4
 COMPILE_SAVED_S_PER_STEP = 0.00104

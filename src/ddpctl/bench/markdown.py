@@ -83,7 +83,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
                   f"**{h['busbw_gbps']:.1f} GB/s**")
     lines += (hl or ["- (no headline figure: see the failures below)"]) + [""]
 
-    # Reports since issue 13 carry the classic comparison and the step mode; older committed ones render as before.
+    # Reports since 2026-11-26 carry the classic comparison and the step mode; older committed ones render as before.
     v2 = any("vs_classic" in c for c in report["cells"])
     lines += ["## Results", ""]
     if not v2:
