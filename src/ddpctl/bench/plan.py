@@ -79,7 +79,7 @@ class BenchOptions:
     probe: bool = True
     probe_max_bytes: int | None = None
     cell_timeout_s: float = 900.0
-    time_budget_s: float | None = None  # whole matrix; runs that do not fit are reported as not run
+    time_budget_s: float | None = None  # whole matrix; runs that do not fit are skipped (exit 0)
     extra_args: tuple[str, ...] = ()  # appended to every ddp-train command
     image: str | None = None  # --runtime docker
     links: tuple[str, ...] | None = None  # None: ("local",)
