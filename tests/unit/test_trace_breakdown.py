@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
-
 from benchmarks import trace_breakdown as tb
 
 
