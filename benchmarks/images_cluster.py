@@ -1,4 +1,4 @@
-"""Benchmarks for images and the local cluster (issue 4). Results go to docs/BENCHMARKS.md by hand.
+"""Benchmarks for images and the local cluster. Results go to docs/BENCHMARKS.md by hand (machine, date, command).
 
   build       CPU image build time: cold (--no-cache, base present), warm (layer cache, --force) and the
               "up to date" check; the image size.

@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         device = torch.device("cpu")
     if backend == "nccl":
+        from .netenv import apply as apply_socket_rule
+
+        apply_socket_rule()  # DDP_TRAIN_NCCL_SOCKETS=auto: ddp-train's NCCL socket settings (netenv.py)
         dist.init_process_group(backend, device_id=device)
     else:
         dist.init_process_group(backend)

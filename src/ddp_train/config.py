@@ -96,8 +96,8 @@ def uses_own_reducer(args, graph_mode: bool) -> bool:
     return args.graph_reducer in ("flat", "bucketed") and (graph_mode or args.debug_reducer_in_eager)
 
 
-def check_plan(args, *, graph_mode: bool, cuda: bool, eager_ddp: bool) -> None:
-    """The flags that only apply to some step plans. ``eager_ddp``: the model is wrapped in DDP."""
+def check_plan(args, *, graph_mode: bool) -> None:
+    """The flags that only apply to some step plans."""
     if args.debug_skip_grad_sync and not (graph_mode and args.graph_reducer == "flat"):
         raise TrainError("--debug-skip-grad-sync applies to graph mode's flat reducer only", EXIT_USAGE)
     if args.debug_reducer_in_eager and args.graph_reducer == "ddp":
@@ -105,9 +105,6 @@ def check_plan(args, *, graph_mode: bool, cuda: bool, eager_ddp: bool) -> None:
     if args.debug_per_step_buffer_broadcast and not uses_own_reducer(args, graph_mode):
         raise TrainError("--debug-per-step-buffer-broadcast applies to graph mode's flat or bucketed reducer "
                          "only (or with --debug-reducer-in-eager)", EXIT_USAGE)
-    if eager_ddp and args.grad_compression == "bf16" and not cuda:
-        raise TrainError("--grad-compression bf16 needs CUDA and NCCL; drop it on CPU "
-                         "(gloo all-reduces fp32 gradients)", EXIT_USAGE)
 
 
 def timed_warmup(args, *, stop_at: int, graph_warmup_iters: int | None) -> int:

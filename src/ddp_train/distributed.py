@@ -27,6 +27,7 @@ class Launch:
     local_rank: int
     init_method: str | None
     master: tuple[str, int] | None  # the address non-zero ranks wait for
+    socket_rule: str | None = None  # what netenv.apply did before NCCL started (nccl runs only)
 
 
 def detect(args) -> Launch:
@@ -122,6 +123,9 @@ def init(args, launch: Launch, backend, device):
                   world_size=launch.world_size, timeout=timedelta(seconds=args.pg_timeout))
     if backend == "nccl":
         kwargs["device_id"] = device
+        from .netenv import apply as apply_socket_rule
+
+        launch.socket_rule = apply_socket_rule()  # before NCCL's first communicator reads the variables
     try:
         dist.init_process_group(**kwargs)
         JOINED[0] = True

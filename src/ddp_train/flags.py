@@ -148,16 +148,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "one CUDA graph and replay it; eager: run it op by op; auto (default): graph on a GPU for runs "
                    f"of at least {GRAPH_MIN_STEPS} steps where nothing rules it out, eager otherwise (the first "
                    "log line says which and why)")
-    g.add_argument("--graph-reducer", choices=("flat", "bucketed", "ddp"), default="flat",
-                   help="how graph mode averages gradients across ranks: flat (default): one NCCL all-reduce of a flat "
+    g.add_argument("--graph-reducer", choices=("auto", "flat", "bucketed", "ddp"), default="auto",
+                   help="how graph mode averages gradients across ranks (auto, the default: flat on a fast link, bucketed "
+                   "on a slow one, see --grad-compression): flat: one NCCL all-reduce of a flat "
                    "gradient buffer after the backward; rank 0's BatchNorm buffers broadcast outside the graph, only "
                    "before the steps whose buffers evaluation or the sync check read (the values DDP's per-forward "
                    "broadcast_buffers gives); bucketed: the same buffer in reverse parameter order, cut into "
                    "buckets of --bucket-mb, each all-reduced as soon as the backward has produced its gradients "
                    "(overlapping the rest of the backward); ddp: DistributedDataParallel built on a side stream with "
                    "static_graph=True, captured with its bucket hooks")
-    g.add_argument("--bucket-mb", type=positive(float), default=25.0,
-                   help="bucket size in MB (MiB) for --graph-reducer bucketed (default 25, DDP's bucket_cap_mb)")
+    g.add_argument("--bucket-mb", type=positive(float), default=None,
+                   help="gradient bucket size in MB (MiB) of eager DDP and --graph-reducer bucketed (default: 25, "
+                   "DDP's bucket_cap_mb; on a slow link measured at start-up, buckets that take ~4 ms on it, "
+                   "4 to 25 MB)")
     g.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=None,
                    help="cuDNN autotuning (default: on for GPU runs except --strategy dp and --deterministic)")
     g.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=True,
@@ -165,9 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "ddp) broadcasts them before every forward; graph mode's flat/bucketed reducers only before "
                         "the steps whose buffers evaluation or the sync check read, with the same values for every "
                         "reader; --no-broadcast-buffers: never, BN stats drift per rank")
-    g.add_argument("--grad-compression", default="none", choices=["none", "bf16"],
-                   help="all-reduce gradients in bf16 (half the bytes): a DDP comm hook in eager mode, a bf16 copy "
-                   "of the flat gradient buffer in graph mode")
+    g.add_argument("--grad-compression", default="auto", choices=["auto", "none", "bf16", "powersgd"],
+                   help="how gradients cross the link: bf16 (half the bytes: a DDP comm hook in eager mode, a bf16 "
+                   "copy of the gradient buffer in graph mode), powersgd (torch's PowerSGD hook, rank 4, eager "
+                   "steps only), none (fp32); auto (default): bf16 when the all-reduce measured at start-up is slow "
+                   "(< 25 GB/s busbw: Ethernet, sockets), else none; CPU runs: none. The first log line says "
+                   "which and why")
     g.add_argument("--static-graph", action="store_true",
                    help="DDP static_graph=True (the model's autograd graph is the same every step)")
     g.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (BN stats must then match)")

@@ -13,7 +13,7 @@ What DDP does, done with plain collectives that a CUDA graph holds as they are:
   and each ``.grad`` becomes a view into it with the parameter's own strides (channels_last weights too), so the
   optimizer reads the averaged gradients in place. (Accumulating into the zeroed buffer instead costs a 45 MB
   memset and one read-modify-write kernel per parameter: ~0.2 ms per ResNet-18 step on an H100, measured with
-  the collectives switched off, docs/BENCHMARKS.md);
+  the collectives switched off, 2x H100, docs/benchmarks/2026-11-26-benchmarks.md);
 - with ``broadcast_buffers`` (DDP's default), the floating-point buffers (BatchNorm running statistics) are
   views into one flat buffer that rank 0 broadcasts, so every rank reads rank 0's statistics as under DDP. DDP
   broadcasts before every forward; these reducers by default (``buffer_sync="deferred"``) only before the

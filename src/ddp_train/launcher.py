@@ -20,6 +20,9 @@ It runs torchrun's own ``main`` in-process (same flags, same ``PET_*`` environme
   unreachable"; any other agent error 1), and the C++ stack traces c10d writes to fd 2 are dropped (its
   one-line messages stay). The root cause among several failed ranks is a rank whose error is not a lost
   peer (a worker whose collective failed because another one died), the earliest such.
+
+It also applies ddp-train's NCCL socket rule (:mod:`ddp_train.netenv`, ``DDP_TRAIN_NCCL_SOCKETS=auto``) to its
+own environment before torchrun starts, so every worker, ddp-train or a user's script, inherits it.
 """
 
 from __future__ import annotations
@@ -166,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args = _with_tee(args)
     os.environ.setdefault("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", PREFIX_TEMPLATE)
+    from .netenv import apply as apply_socket_rule
+
+    apply_socket_rule()  # DDP_TRAIN_NCCL_SOCKETS=auto: NCCL socket settings for every worker (netenv.py)
     real_stderr = os.dup(2)
     out = RankLines(sys.stdout.fileno())
     err = RankLines(real_stderr, keep_last=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import compilescope, config, stepmode
+from . import compilescope, compression, config, stepmode
 from .bucketreduce import BucketedAllReduce
 from .flatreduce import FlatAllReduce
 from .models import build_model, convert_sync_bn
@@ -73,7 +73,7 @@ def _optimizer(args, core, lr, *, cuda, graph_mode):
                              **({"fused": True, "capturable": graph_mode} if cuda else {}))
 
 
-def wrap(args, rt, p: Parts, *, plan, n_dp) -> None:
+def wrap(args, rt, p: Parts, *, plan, n_dp, comm) -> None:
     """Put the data-parallel wrapper (or graph mode's own reducer) around the model, then compile as planned.
     Graph mode: DDP is built (and the warm-up runs) on a side stream, as whole-network capture with DDP needs."""
     graph_mode = plan.mode == "graph"
@@ -82,7 +82,7 @@ def wrap(args, rt, p: Parts, *, plan, n_dp) -> None:
     p.reducer = None
     own = config.uses_own_reducer(args, graph_mode)
     if rt.distributed and own:
-        comm_dtype = torch.bfloat16 if args.grad_compression == "bf16" else torch.float32
+        comm_dtype = compression.comm_dtype(comm)
         # BatchNorm buffers: rank 0's broadcast only before the steps whose buffers are read afterwards
         # (Trainer.sync_buffers_before_step), not in every step as DDP does; the same values for every reader
         buffer_sync = "step" if args.debug_per_step_buffer_broadcast else "deferred"
@@ -99,14 +99,12 @@ def wrap(args, rt, p: Parts, *, plan, n_dp) -> None:
                 p.side_stream.wait_stream(torch.cuda.current_stream(rt.device))
             p.model = nn.parallel.DistributedDataParallel(
                 core, device_ids=[rt.device.index] if rt.cuda else None,
-                gradient_as_bucket_view=True, find_unused_parameters=False,
+                gradient_as_bucket_view=True, find_unused_parameters=False, bucket_cap_mb=args.bucket_mb,
                 static_graph=args.static_graph or (graph_mode and not plan.compile),
                 **buffer_sync_kwargs(args.broadcast_buffers))
         if graph_mode:
             torch.cuda.current_stream(rt.device).wait_stream(p.side_stream)
-        if args.grad_compression == "bf16":
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            p.model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        compression.register_hook(p.model, comm)
     elif rt.strategy == "dp" and rt.cuda and n_dp > 1:
         p.model = nn.DataParallel(core)
     else:

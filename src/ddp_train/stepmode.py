@@ -12,7 +12,7 @@ compilation at start; ``--compile`` combines it with the graph (the compiled for
 like the eager ones). ``auto`` (neither ``--compile`` nor ``--no-compile``) compiles a graph-mode run only if it
 plans at least ``COMPILE_MIN_STEPS`` steps (the measured break-even of its start-up), and the reason says so;
 ``--no-compile-if-repaid`` turns that rule off (compile only with ``--compile``). It became the default once the
-compiled run's loss curve matched the eager run's on a GPU (docs/BENCHMARKS.md).
+compiled run's loss curve matched the eager run's on a GPU (2x H100, 2026-11-26: docs/benchmarks/2026-11-26-benchmarks.md).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from .flags import GRAPH_MIN_STEPS
 
 # auto compile (--compile-if-repaid, the default): torch.compile for graph-mode runs long enough to repay its
-# start-up. Measured (docs/BENCHMARKS.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100:
+# start-up. Measured (docs/benchmarks/2026-11-26-benchmarks.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100:
 # start-up 37.8 s with compile against 7.4 s without, 4.15 against 5.19 ms per step on one GPU: 30.4 s / 1.04 ms =
 # ~29,200 steps; 2x H100: 31.8 s against 6.6-13.1 s, 4.08 against 5.17 ms: ~23,000 steps. The larger one,
 # rounded up, is the threshold.
@@ -63,7 +63,9 @@ def graph_blockers(*, device_type: str, strategy: str, precision: str, compile: 
         out.append(f"--compile-mode {compile_mode} captures CUDA graphs of its own")
     if sync_bn:
         out.append("--sync-bn is not validated under whole-step capture")
-    if grad_compression != "none" and graph_reducer == "ddp":
+    if grad_compression == "powersgd":
+        out.append("PowerSGD (--grad-compression powersgd) keeps per-step state on the host")
+    elif grad_compression not in ("none", "auto") and graph_reducer == "ddp":
         out.append("a DDP comm hook (--grad-compression) is not validated under whole-step capture; "
                    "the flat reducer (--graph-reducer flat) all-reduces in bf16 itself")
     return out

@@ -10,7 +10,7 @@ import time
 import torch
 
 from . import checkpoint as ckpt_mod
-from . import checkpoint_state, config, faults, inputs, parts, preempt
+from . import checkpoint_state, compression, config, faults, inputs, parts, preempt
 from . import summary as summary_mod
 from .config import WORKLOAD_DEFAULTS
 from .evaluation import Checks
@@ -41,15 +41,15 @@ class Trainer:
         self.steps_per_epoch = len(inp.loader)
         total_steps = self.steps_per_epoch * a.epochs
         self.stop_at = min(total_steps, a.max_steps) if a.max_steps else total_steps
+        self.comm = compression.decide(a, device=rt.device, world=rt.world, distributed=rt.distributed)
         # planned on the whole run (a resumed run plans the same way, so it picks the same mode)
         self.plan = plan = parts.plan_step(a, rt, precision=num.precision, planned_steps=self.stop_at)
         graph_mode = plan.mode == "graph"
         own_reducer = config.uses_own_reducer(a, graph_mode)
-        config.check_plan(a, graph_mode=graph_mode, cuda=rt.cuda, eager_ddp=rt.distributed and not own_reducer)
+        config.check_plan(a, graph_mode=graph_mode)
         self.warmup_steps = config.timed_warmup(a, stop_at=self.stop_at,
                                                 graph_warmup_iters=plan.warmup_iters if graph_mode else None)
         self.log_interval = a.log_interval or max(1, self.steps_per_epoch // 10)
-
         self.p = p = parts.build(a, rt, plan=plan, shape=tuple(inp.train_split.images.shape[1:]),
                                  num_classes=int(d.num_classes), global_batch=gb,
                                  steps_per_epoch=self.steps_per_epoch, total_steps=total_steps, num=num)
@@ -61,7 +61,7 @@ class Trainer:
                                       epochs=a.epochs, max_steps=a.max_steps)[1]
         self.control = preempt.StopControl(distributed=rt.multi, rank=rt.rank,
                                            interval_s=a.checkpoint_interval.seconds if a.output_dir else 0.0)
-        parts.wrap(a, rt, p, plan=plan, n_dp=num.n_dp)
+        parts.wrap(a, rt, p, plan=plan, n_dp=num.n_dp, comm=self.comm)
         self.acc = torch.zeros(2, device=rt.device)  # this epoch's training loss sum and correct count
         self.runner = StepRunner(rt, p, graph_mode=graph_mode, warmup_iters=plan.warmup_iters, acc=self.acc)
         self.metrics = MetricsFile.for_run(a, rt.is0)
@@ -76,8 +76,9 @@ class Trainer:
         self.header = summary_mod.header(
             a, rt, device_name=device_name(rt.device), inputs=inp, parts=p, num=num, plan=plan,
             own_reducer=own_reducer, per_rank_batch=self.per_rank_batch, steps_per_epoch=self.steps_per_epoch)
-        rt.say("ddp-train: step: " + plan.describe() + " | "
-               + " ".join(f"{k}={v}" for k, v in self.header.items() if k != "step_mode_reason"))
+        self.header["comm_reason"] = self.comm.reason  # the step plan's reason is in the header already
+        rt.say("ddp-train: step: " + plan.describe() + " | comm: " + self.comm.describe() + " | "
+               + " ".join(f"{k}={v}" for k, v in self.header.items() if not k.endswith("_reason")))
         self.metrics.write("start", **self.header)
 
     def save_checkpoint(self, tag):

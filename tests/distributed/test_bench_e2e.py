@@ -120,12 +120,54 @@ def test_probe_busbw_factor_with_three_ranks():
         assert r["algbw_gbps"] == pytest.approx(r["bytes"] / (r["time_us"] * 1e-6) / 1e9)
 
 
-def test_time_budget_skips_runs_and_still_writes_the_report(tmp_path):
+def test_time_budget_skips_runs_exit_0_and_still_writes_the_report(tmp_path):
+    """Runs the budget leaves no room for are skipped, not failed: listed in the report, exit 0."""
     out = tmp_path / "budget"
     res = ddpctl("bench", "--workloads", "toy", "--gpus", "1,2", "--no-plots", "--time-budget", "1", "-o", str(out))
-    assert res.returncode == 1
+    assert res.returncode == 0, res.stderr
+    assert "0 failed run(s), 3 skipped by the time budget" in res.stderr
     rep = json.loads((out / "report.json").read_text())
     jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
-    assert [r["error"] for c in rep["cells"] for r in c["runs"]] == ["not run: the --time-budget was spent"] * 2
-    assert rep["interconnect"] == [{"world_size": 2, "ok": False, "error": "not run: the --time-budget was spent"}]
-    assert "not run: the --time-budget was spent" in (out / "report.md").read_text()
+    not_run = "skipped: the --time-budget was spent before it started"
+    assert [(r["error"], r["skipped"]) for c in rep["cells"] for r in c["runs"]] == [(not_run, True)] * 2
+    assert rep["interconnect"] == [{"world_size": 2, "link": "local", "ok": False, "error": not_run}]
+    md = (out / "report.md").read_text()
+    assert not_run in md and "| toy | gpu | single | 1 | 32/32 | skipped |" in md
+
+
+def test_a_run_the_budget_cuts_is_skipped_a_hung_one_failed(tmp_path):
+    """Stopped at the limit the budget left (shorter than --cell-timeout): skipped, exit 0. Stopped at
+    --cell-timeout itself: it hung, failed, exit 1."""
+    base = ["bench", "--workloads", "toy", "--strategies", "single", "--gpus", "1", "--warmup", "0", "--steps",
+            "100000", "--no-probe", "--no-plots"]
+    res = ddpctl(*base, "--time-budget", "20", "--cell-timeout", "600", "-o", str(tmp_path / "cut"))
+    assert res.returncode == 0, res.stderr
+    run = json.loads((tmp_path / "cut" / "report.json").read_text())["cells"][0]["runs"][0]
+    assert run["skipped"] and run["error"].startswith("skipped: the --time-budget left"), run
+    res = ddpctl(*base, "--cell-timeout", "20", "-o", str(tmp_path / "hung"))
+    assert res.returncode == 1
+    run = json.loads((tmp_path / "hung" / "report.json").read_text())["cells"][0]["runs"][0]
+    assert not run["skipped"] and run["error"].startswith("timed out after"), run
+
+
+def test_two_node_socket_emulation_beside_the_local_cells(tmp_path):
+    """--links socket: the ddp cell again as two torchrun agents of one process each, a static rendezvous on
+    127.0.0.1 (gloo here; NCCL's socket settings on GPUs), its link probed with and without ddpctl's socket
+    settings, reported beside the local cell, with what would gain."""
+    out = tmp_path / "socket"
+    res = ddpctl("bench", "--workloads", "toy", "--gpus", "1,2", "--links", "local,socket", "--no-plots",
+                 "-o", str(out), timeout=400)
+    assert res.returncode == 0, res.stderr
+    rep = json.loads((out / "report.json").read_text())
+    jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+    by_key = {c["key"]: c for c in rep["cells"]}
+    sock = by_key["toy/gpu/ddp/2/socket"]
+    assert sock["ok"] and sock["link"] == "socket" and sock["summary"]["world_size"] == 2
+    assert sock["baseline_key"] == "toy/gpu/single/1" and by_key["toy/gpu/ddp/2"]["link"] == "local"
+    assert [(p["world_size"], p["link"], p["ok"]) for p in rep["interconnect"]] == [
+        (2, "local", True), (2, "socket", True), (2, "socket-nccl-defaults", True)]
+    assert [a["key"] for a in rep["link_advice"]][:1] == ["toy/gpu/ddp/2/socket"]
+    md = (out / "report.md").read_text()
+    assert "| toy | gpu | ddp (2 nodes, sockets) | 2 |" in md and "## Link-bound cells: what would gain" in md
+    log = next((out / "logs").glob("*ddp-2-socket*")).read_text()
+    assert log.count("--nnodes 2") == 2 and "--master-addr 127.0.0.1" in log

@@ -4,7 +4,7 @@ with parameters of several sizes, one parameter never used in the forward and on
 go out in bucket order on every rank, some during the backward; and ddp-train's training loop through it
 (hidden ``--debug-reducer-in-eager``: graph mode's reducer in eager steps, since the CUDA graph needs a GPU)
 gives the flat reducer's loss curve. The capture itself runs on a GPU only (tests/distributed/
-test_ddp_train_gpu.py, benchmarks/gpu_round3_issue13.sh)."""
+test_ddp_train_gpu.py, benchmarks/device_report.py)."""
 
 from __future__ import annotations
 

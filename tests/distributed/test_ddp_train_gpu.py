@@ -211,3 +211,45 @@ def test_two_gpus_graph_compile_blocks_bucketed_syncs_and_converges():
                                              "--graph-reducer", "bucketed", "--bucket-mb", "8"], timeout=400)[0]))
     assert s["step_mode"] == "graph" and s["compile"] is True and s["compile_scope"] == "blocks"
     assert s["graph_reducer"] == "bucketed" and s["sync_check"] == "pass" and s["final_accuracy"] > 0.5, s
+
+
+SOCKETS = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket",
+           "NCCL_SOCKET_IFNAME": "lo", "DDP_TRAIN_NCCL_SOCKETS": "auto"}
+
+
+@need2
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_two_gpus_compressed_loss_curve_within_noise(tmp_path, mode):
+    """--grad-compression bf16 (eager: the DDP comm hook; graph: the bucketed reducer's bf16 buffer) against the
+    uncompressed run over the same steps: the gap stays within the noise of two uncompressed runs that differ
+    only in the data order (--seed); powersgd in eager mode too."""
+    extra = ["--step-mode", mode] + (["--graph-reducer", "bucketed", "--bucket-mb", "8"] if mode == "graph" else [])
+    curves = {}
+    kinds = [("none", 0), ("none", 1), ("bf16", 0)] + ([("powersgd", 0)] if mode == "eager" else [])
+    for comp, seed in kinds:
+        m = tmp_path / f"{comp}-{seed}.jsonl"
+        s = summary(ok(torchrun(2, GRAPH + extra + ["--grad-compression", comp, "--seed", str(seed),
+                                                    "--metrics-file", str(m)])[0]))
+        assert s["step_mode"] == mode and s["grad_compression"] == comp and s["sync_check"] == "pass"
+        curves[(comp, seed)] = _step_losses(m)
+    ref = curves[("none", 0)]
+    assert len(ref) >= 8
+    noise = max(abs(ref[k] - curves[("none", 1)][k]) for k in ref)
+    for comp in [k for k, seed in kinds if k != "none"]:
+        gap = max(abs(ref[k] - curves[(comp, 0)][k]) for k in ref)
+        assert gap <= max(noise, 0.05), (comp, gap, noise)
+
+
+@need2
+def test_two_gpus_auto_compresses_over_sockets_only():
+    """auto: NVLink (or PCIe) between the GPUs is fast, so no compression and the flat reducer; the same two GPUs
+    with NCCL forced onto loopback sockets (what two hosts on Ethernet meet) are slow: bf16, the bucketed reducer,
+    buckets sized from the link, and the first log line says so. NCCL's socket threads set by the rule."""
+    p = ok(torchrun(2, GRAPH + ["--step-mode", "graph"])[0])
+    first, s = p.stdout.splitlines()[0], summary(p)
+    assert "comm: grad_compression=none graph_reducer=flat bucket_mb=25: link " in first and "fast" in first, first
+    assert s["grad_compression"] == "none" and s["graph_reducer"] == "flat"
+    p = ok(torchrun(2, GRAPH + ["--step-mode", "graph"], **SOCKETS)[0])
+    first, s = p.stdout.splitlines()[0], summary(p)
+    assert "comm: grad_compression=bf16 graph_reducer=bucketed" in first and "slow" in first, first
+    assert s["grad_compression"] == "bf16" and s["graph_reducer"] == "bucketed" and s["sync_check"] == "pass"

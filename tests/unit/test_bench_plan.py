@@ -157,3 +157,34 @@ def test_classic_cell_runs_the_seeds_way():
         assert flag in " ".join(args)
     assert "--compile" not in args
     assert "--step-mode" not in ddp_train_args(c[0].__class__(**{**c[0].__dict__, "pipeline": "gpu"}), "cuda")
+
+
+def test_socket_link_adds_two_node_cells_before_dataparallel():
+    p = plan(BenchOptions(workloads=("imagenet-synthetic-resnet50",), links=("local", "socket")), 4)
+    assert keys(p) == [
+        "imagenet-synthetic-resnet50/gpu/single/1", "imagenet-synthetic-resnet50/gpu/ddp/2",
+        "imagenet-synthetic-resnet50/gpu/ddp/4", "imagenet-synthetic-resnet50/gpu/ddp/2/socket",
+        "imagenet-synthetic-resnet50/gpu/ddp/4/socket", "imagenet-synthetic-resnet50/gpu/dp/2",
+        "imagenet-synthetic-resnet50/gpu/dp/4"]
+    sock = p.cells[4]
+    assert (sock.link, sock.nodes, sock.label) == ("socket", 2, "imagenet-synthetic-resnet50 gpu ddp x4 (2 nodes x 2, sockets)")
+    assert p.probe_sizes == (2, 4) and p.socket_probe_sizes == (2, 4)
+    assert p.total_runs == 7 + 2 + 2 * 2
+    only = plan(BenchOptions(workloads=("toy",), pipelines=("gpu",), links=("socket",), gpus=(1, 3, 4)), 4)
+    assert keys(only) == ["toy/gpu/single/1", "toy/gpu/ddp/4/socket", "toy/gpu/dp/3", "toy/gpu/dp/4"]
+    assert only.probe_sizes == () and only.socket_probe_sizes == (4,)
+    with pytest.raises(UsageError, match="runs on --runtime host only"):
+        plan(BenchOptions(links=("socket",), runtime="docker"), 4)
+    with pytest.raises(UsageError, match="unknown link 'ib'"):
+        plan(BenchOptions(links=("ib",)), 4)
+
+
+def test_host_runner_two_node_emulation():
+    ex = HostRunner(python="/py", env={"PATH": "/bin"})
+    two = Launch("x", "ddp_train", ("--a",), nprocs=4, distributed=True, gpus=4, nodes=2,
+                 env=(("NCCL_NET", "Socket"),))
+    assert ex.argv(two, 1, 29500) == ["/py", "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", "1",
+                                      "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
+                                      "29500", "-m", "ddp_train", "--a"]
+    assert [ex.environ(two, i)["CUDA_VISIBLE_DEVICES"] for i in (0, 1)] == ["0,1", "2,3"]
+    assert ex.environ(two, 0)["NCCL_NET"] == "Socket"

@@ -106,7 +106,7 @@ def test_headline():
     assert h["pipeline_speedup_1gpu"][0]["ratio"] == pytest.approx(40_000 / 9_900)
     assert [(x["gpus"], x["key"], x["ratio"]) for x in h["vs_classic"]] == [
         (1, "cifar10-resnet18/gpu/single/1", 5.0), (2, "cifar10-resnet18/gpu/ddp/2", 6.5)]
-    assert h["busbw_at_max_gbps"] == [{"world_size": 2, "bytes": 1 << 30, "busbw_gbps": 329.0}]
+    assert h["busbw_at_max_gbps"] == [{"world_size": 2, "link": "local", "bytes": 1 << 30, "busbw_gbps": 329.0}]
 
 
 def test_report_matches_schema():
@@ -163,3 +163,54 @@ def test_committed_reports_are_current():
         assert (path.parent / "report.md").read_text() == render_markdown(rep, rep["plots"])
         for png in rep["plots"]:
             assert (path.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _probe(busbw):
+    return {**PROBE, "results": [{**PROBE["results"][1], "busbw_gbps": busbw}], "peak_busbw_gbps": busbw,
+            "busbw_at_max_gbps": busbw}
+
+
+def test_socket_cells_use_the_socket_link_and_say_what_would_gain():
+    """The two-node emulation's cell is measured against the fastest 1-GPU run and bounded by the socket
+    probe: ResNet-50's 102.2 MB of fp32 gradients at 4.5 GB/s busbw over 2 ranks take >= 22.7 ms against
+    85.3 ms of compute: no-overlap bound 79.0%, measured 80.0%: communication-bound."""
+    p = plan(BenchOptions(workloads=("imagenet-synthetic-resnet50",), strategies=("single", "ddp"),
+                          links=("local", "socket")), 2)
+    bench = BenchRun(sysinfo={"gpu_count": 2, "gpus": [], "torch": "2.11.0"}, plan=p, probes={2: PROBE}, seconds=1.0,
+                     socket_probes={(2, "socket"): _probe(4.5), (2, "socket-nccl-defaults"): _probe(2.1)})
+    measured = {"imagenet-synthetic-resnet50/gpu/single/1": (3_000.0, 0.085333),
+                "imagenet-synthetic-resnet50/gpu/ddp/2": (5_400.0, 0.094815),
+                "imagenet-synthetic-resnet50/gpu/ddp/2/socket": (4_800.0, 0.106667)}
+    for cell in p.cells:
+        ips, step = measured[cell.key]
+        bench.runs.append(CellRun(cell, 0, RunResult(0, "", "", 1.0), {
+            "event": "summary", "images_per_sec": ips, "step_time_s": step, "step_mode": "graph",
+            "graph_reducer": "flat", "grad_compression": "none", "global_batch": 256 * cell.gpus}))
+    rep = build_report(bench, hardware_host={}, options={"workloads": ["imagenet-synthetic-resnet50"],
+                       "strategies": ["single", "ddp"], "gpus": [1, 2], "pipelines": ["gpu"], "warmup": None,
+                       "steps": None, "repeat": 1}, command="ddpctl bench", created="2026-11-27T00:00:00",
+                       runtime="host")
+    rep["plots"] = []
+    jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+    sock = cells(rep)["imagenet-synthetic-resnet50/gpu/ddp/2/socket"]
+    assert sock["link"] == "socket" and sock["baseline_key"] == "imagenet-synthetic-resnet50/gpu/single/1"
+    assert sock["scaling_efficiency"] == pytest.approx(0.8)
+    assert sock["interconnect"]["busbw_gbps"] == 4.5
+    assert sock["interconnect"]["t_comm_lb_s"] == pytest.approx(25_557_032 * 4 / 4.5e9)
+    assert sock["interconnect"]["eff_no_overlap"] == pytest.approx(0.78975, rel=1e-4)
+    assert sock["diagnosis"]["label"] == "communication-bound"
+    assert cells(rep)["imagenet-synthetic-resnet50/gpu/ddp/2"]["interconnect"]["busbw_gbps"] == 329.0
+    (adv,) = rep["link_advice"]
+    assert adv["key"] == sock["key"] and adv["link"] == "socket"
+    assert adv["gains"][0].startswith("bf16 gradients") and "22.7 -> 11.4 ms" in adv["gains"][0]
+    assert "79.0% -> 88.3%" in adv["gains"][0]
+    assert "bucketed reducer" in adv["gains"][1]
+    assert "busbw 2.1 -> 4.5 GB/s" in adv["gains"][2] and "InfiniBand" in adv["gains"][3]
+    md = render_markdown(rep, [])
+    assert "| imagenet-synthetic-resnet50 | gpu | ddp (2 nodes, sockets) | 2 | 256/512 | 4,800 |" in md
+    assert "2 GPUs, 2 nodes over sockets (NCCL's socket defaults), nccl, float32:" in md
+    assert "- `imagenet-synthetic-resnet50/gpu/ddp/2/socket` (communication-bound, 80.0%):" in md
+    # a compressed run moves half the bytes
+    sock["summary"]["grad_compression"] = "bf16"
+    from ddpctl.bench.links import grad_bytes
+    assert grad_bytes(100, sock["summary"]) == 200

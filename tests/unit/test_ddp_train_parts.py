@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from ddp_train import checkpoint, checkpoint_state, config, faults, inputs, parts
+from ddp_train import checkpoint, checkpoint_state, compression, config, faults, inputs, parts
 from ddp_train.config import WORKLOAD_DEFAULTS, parse_args
 from ddp_train.errors import EXIT_USAGE, TrainError
 from ddp_train.evaluation import Checks
@@ -34,6 +34,7 @@ def _build(argv):
     inp = inputs.build(a, rt, WORKLOAD_DEFAULTS[a.workload], per_rank_batch=a.batch_size, amp_dtype=num.amp_dtype,
                        channels_last=num.channels_last)
     spe = len(inp.loader)
+    a.comm = compression.decide(a, device=rt.device, world=rt.world, distributed=rt.distributed)  # as Trainer does
     plan = parts.plan_step(a, rt, precision=num.precision, planned_steps=spe * a.epochs)
     p = parts.build(a, rt, plan=plan, shape=tuple(inp.train_split.images.shape[1:]), num_classes=10,
                     global_batch=a.batch_size, steps_per_epoch=spe, total_steps=spe * a.epochs, num=num)
@@ -45,7 +46,7 @@ def test_parts_build_a_model_that_trains_and_evaluates(tmp_path):
     assert (rt.strategy, rt.world, rt.multi, str(rt.device)) == ("single", 1, False, "cpu")
     assert (num.precision, num.amp_dtype, num.channels_last, num.n_dp) == ("fp32", None, False, 1)
     assert inp.pipeline == "device" and len(inp.loader) == 4 and plan.mode == "eager"
-    parts.wrap(a, rt, p, plan=plan, n_dp=1)
+    parts.wrap(a, rt, p, plan=plan, n_dp=1, comm=a.comm)
     assert p.model is p.core and p.reducer is None and p.buckets is None and p.compile_units is None
     acc = torch.zeros(2)
     runner = StepRunner(rt, p, graph_mode=False, warmup_iters=0, acc=acc)
@@ -66,7 +67,7 @@ def test_parts_build_a_model_that_trains_and_evaluates(tmp_path):
 def test_checkpoint_state_round_trip_restores_parts_position_and_rng(tmp_path):
     argv = TINY + ["--output-dir", str(tmp_path)]
     a, rt, num, inp, plan, p = _build(argv)
-    parts.wrap(a, rt, p, plan=plan, n_dp=1)
+    parts.wrap(a, rt, p, plan=plan, n_dp=1, comm=a.comm)
     for step, (x, y) in zip(range(3), inp.loader.epoch(0), strict=False):
         StepRunner(rt, p, graph_mode=False, warmup_iters=0, acc=torch.zeros(2)).step(x, y, step)
         p.schedule.step()
@@ -138,12 +139,11 @@ def test_config_rules_of_the_launch_and_the_plan():
     assert config.strategy_for(parse_args([]), 1, "single") == "single"
     assert config.strategy_for(parse_args([]), 2, "torchrun") == "ddp"
     with pytest.raises(TrainError, match="graph mode's flat reducer only"):
-        config.check_plan(parse_args(["--debug-skip-grad-sync"]), graph_mode=False, cuda=False, eager_ddp=True)
-    with pytest.raises(TrainError, match="needs CUDA and NCCL"):
-        config.check_plan(parse_args(["--grad-compression", "bf16"]), graph_mode=False, cuda=False, eager_ddp=True)
-    config.check_plan(parse_args(["--grad-compression", "bf16"]), graph_mode=False, cuda=True, eager_ddp=True)
-    assert config.uses_own_reducer(parse_args(["--debug-reducer-in-eager"]), False)
-    assert not config.uses_own_reducer(parse_args([]), False) and config.uses_own_reducer(parse_args([]), True)
+        config.check_plan(parse_args(["--debug-skip-grad-sync"]), graph_mode=False)
+    config.check_plan(parse_args(["--grad-compression", "bf16"]), graph_mode=False)  # gloo too (compression.py)
+    assert config.uses_own_reducer(parse_args(["--debug-reducer-in-eager", "--graph-reducer", "flat"]), False)
+    flat = parse_args(["--graph-reducer", "flat"])  # auto is resolved from the link before (compression.decide)
+    assert not config.uses_own_reducer(flat, False) and config.uses_own_reducer(flat, True)
     assert config.timed_warmup(parse_args([]), stop_at=100, graph_warmup_iters=None) == 5
     assert config.timed_warmup(parse_args([]), stop_at=100, graph_warmup_iters=11) == 12  # after warm-up + capture
     assert config.timed_warmup(parse_args([]), stop_at=10, graph_warmup_iters=None) == 2

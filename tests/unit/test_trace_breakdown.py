@@ -5,16 +5,10 @@ has no GPU activity, which the script reports; tests/distributed/test_bucketed_a
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-_spec = importlib.util.spec_from_file_location(
-    "trace_breakdown", Path(__file__).resolve().parents[2] / "benchmarks" / "trace_breakdown.py")
-tb = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tb)
+from benchmarks import trace_breakdown as tb
 
 
 def _k(name, ts, dur, corr, stream=7):

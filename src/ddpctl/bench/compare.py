@@ -64,14 +64,16 @@ def compare(a: dict, b: dict, *, name_a: str = "A", name_b: str = "B") -> str:
         lines.append(f"| {k} | {_f(_ips(x), ',.0f')} | {_f(_ips(y), ',.0f')} | {_ratio(_ips(x), _ips(y))} | "
                      f"{_f(ea, '.1%')} | {_f(eb, '.1%')} | {_f(sa and sa * 1e3, '.1f')} | "
                      f"{_f(sb and sb * 1e3, '.1f')} |")
-    pa = {p["world_size"]: p for p in a.get("interconnect", []) if p.get("results")}
-    pb = {p["world_size"]: p for p in b.get("interconnect", []) if p.get("results")}
+    # one probe per (world size, link): older reports have no link (the host's own, "local")
+    pa = {(p["world_size"], p.get("link", "local")): p for p in a.get("interconnect", []) if p.get("results")}
+    pb = {(p["world_size"], p.get("link", "local")): p for p in b.get("interconnect", []) if p.get("results")}
     if pa or pb:
         lines += ["", "| all-reduce | A busbw GB/s | B busbw GB/s | B/A |", "|---|---|---|---|"]
-        for n in sorted(set(pa) | set(pb)):
-            va = pa[n]["busbw_at_max_gbps"] if n in pa else None
-            vb = pb[n]["busbw_at_max_gbps"] if n in pb else None
-            lines.append(f"| x{n} at max size | {_f(va, '.2f')} | {_f(vb, '.2f')} | {_ratio(va, vb)} |")
+        for n, link in sorted(set(pa) | set(pb)):
+            va = pa[(n, link)]["busbw_at_max_gbps"] if (n, link) in pa else None
+            vb = pb[(n, link)]["busbw_at_max_gbps"] if (n, link) in pb else None
+            where = "" if link == "local" else f" ({link})"
+            lines.append(f"| x{n}{where} at max size | {_f(va, '.2f')} | {_f(vb, '.2f')} | {_ratio(va, vb)} |")
     only_a = [k for k in ca if k not in cb]
     only_b = [k for k in cb if k not in ca]
     if only_a or only_b:

@@ -24,6 +24,15 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _strat(c: dict) -> str:
+    return c["strategy"] + (" (2 nodes, sockets)" if c.get("link") == "socket" else "")
+
+
+def _link(p: dict) -> str:
+    return {"socket": ", 2 nodes over sockets (ddpctl's NCCL socket settings)",
+            "socket-nccl-defaults": ", 2 nodes over sockets (NCCL's socket defaults)"}.get(p.get("link", "local"), "")
+
+
 PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU)"),
          ("efficiency_vs_gpus.png", "Scaling efficiency vs GPUs, with the interconnect's bounds"),
          ("strategies.png", "Strategies side by side"))
@@ -59,7 +68,8 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     lines += ["## Headline", ""]
     hl = []
     for h in head["ddp_scaling"]:
-        hl.append(f"- DDP scaling efficiency, {h['workload']} on {h['gpus']} {unit}: **{h['scaling_efficiency']:.1%}** "
+        hl.append(f"- DDP scaling efficiency, {h['workload']} on {h['gpus']} {unit}"
+                  f"{' (2 nodes over sockets)' if h.get('link') == 'socket' else ''}: **{h['scaling_efficiency']:.1%}** "
                   f"({h['images_per_sec']:,.0f} img/s)")
     for h in head["pipeline_speedup_1gpu"]:
         hl.append(f"- GPU-resident pipeline vs DataLoader, {h['workload']}, 1 {unit[:-1]}: **{h['ratio']:.2f}x** "
@@ -69,11 +79,11 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
                   f"**{h['ratio']:.1f}x** ({h['images_per_sec']:,.0f} img/s, `{h['key']}`, vs classic "
                   f"{h['classic_images_per_sec']:,.0f})")
     for h in head["busbw_at_max_gbps"]:
-        hl.append(f"- all-reduce bus bandwidth, {h['world_size']} {unit}, {_size(h['bytes'])}: "
+        hl.append(f"- all-reduce bus bandwidth, {h['world_size']} {unit}{_link(h)}, {_size(h['bytes'])}: "
                   f"**{h['busbw_gbps']:.1f} GB/s**")
     lines += (hl or ["- (no headline figure: see the failures below)"]) + [""]
 
-    # Reports since issue 13 carry the classic comparison and the step mode; older committed ones render as before.
+    # Reports since 2026-11-26 carry the classic comparison and the step mode; older committed ones render as before.
     v2 = any("vs_classic" in c for c in report["cells"])
     lines += ["## Results", ""]
     if not v2:
@@ -92,8 +102,9 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     for c in report["cells"]:
         ips = c["images_per_sec"]
         rows.append([
-            c["workload"], c["pipeline"], c["strategy"], str(c["gpus"]), f"{c['batch_size_per_gpu']}/{c['global_batch']}",
-            (f"{ips['median']:,.0f}" + (f" ±{ips['spread'] / 2:.1%}" if ips["n"] > 1 else "")) if ips else "FAILED",
+            c["workload"], c["pipeline"], _strat(c), str(c["gpus"]), f"{c['batch_size_per_gpu']}/{c['global_batch']}",
+            (f"{ips['median']:,.0f}" + (f" ±{ips['spread'] / 2:.1%}" if ips["n"] > 1 else "")) if ips else
+            ("skipped" if c["runs"] and all(r.get("skipped") for r in c["runs"]) else "FAILED"),
             _f(None if c["step_time_s"] is None else c["step_time_s"] * 1e3, ".1f"),
             ("~" if c["epoch_time_estimated"] else "") + _f(c["epoch_time_s"], ".1f"),
             _f(c["speedup"], ".2f"), _pct(c["scaling_efficiency"]),
@@ -117,7 +128,8 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
             continue
         ic = c["interconnect"] or {}
         rows.append([
-            c["workload"], c["pipeline"], str(c["gpus"]), _pct(c["scaling_efficiency"]),
+            c["workload"], c["pipeline"] + (" (2 nodes, sockets)" if c.get("link") == "socket" else ""), str(c["gpus"]),
+            _pct(c["scaling_efficiency"]),
             _pct(ic.get("eff_no_overlap")), _pct(ic.get("eff_full_overlap")),
             _f(ic.get("grad_bytes") and ic["grad_bytes"] / 1e6, ".1f"), _f(ic.get("busbw_gbps"), ".1f"),
             _f(ic.get("t_compute_s") and ic["t_compute_s"] * 1e3, ".2f"),
@@ -136,18 +148,31 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
         lines += ["(not run: no DDP cell on 2 or more GPUs)", ""]
     for p in report["interconnect"]:
         if not p["ok"] and not p.get("results"):
-            lines += [f"- {p['world_size']} {unit}: FAILED ({p['error']})", ""]
+            lines += [f"- {p['world_size']} {unit}{_link(p)}: "
+                      f"{'' if str(p['error']).startswith('skipped') else 'FAILED '}({p['error']})", ""]
             continue
-        lines += [f"{p['world_size']} {unit}, {p['backend']}, {p['dtype']}{'' if p['ok'] else ' (WRONG SUMS)'}:", ""]
+        lines += [f"{p['world_size']} {unit}{_link(p)}, {p['backend']}, {p['dtype']}"
+                  f"{'' if p['ok'] else ' (WRONG SUMS)'}:", ""]
         lines += _table(["size", "time us", "algbw GB/s", "busbw GB/s"], [
             [_size(r["bytes"]), f"{r['time_us']:.1f}", f"{r['algbw_gbps']:.2f}", f"{r['busbw_gbps']:.2f}"]
             for r in p["results"]])
         lines += [""]
 
-    failures = [(c, r) for c in report["cells"] for r in c["runs"] if not r["ok"]]
-    if failures or report["plan"]["skipped"]:
+    advice = report.get("link_advice") or []
+    if advice:
+        lines += ["## Link-bound cells: what would gain", "",
+                  "The socket cells (the two-node emulation) and the local cells diagnosed communication-bound; "
+                  "each gain with the bound that says how much it can give at most.", ""]
+        for a in advice:
+            lines += [f"- `{a['key']}` ({a['diagnosis']}, {_pct(a['scaling_efficiency'])}):"]
+            lines += [f"  - {g}" for g in a["gains"]]
+        lines += [""]
+    failures = [(c, r) for c in report["cells"] for r in c["runs"] if not r["ok"] and not r.get("skipped")]
+    cut = [(c, r) for c in report["cells"] for r in c["runs"] if r.get("skipped")]
+    if failures or cut or report["plan"]["skipped"]:
         lines += ["## Failures and gaps", ""]
         lines += [f"- {c['key']} repeat {r['repeat']}: {r['error']}" for c, r in failures]
+        lines += [f"- {c['key']} repeat {r['repeat']}: {r['error']}" for c, r in cut]
         lines += [f"- skipped: {s}" for s in report["plan"]["skipped"]]
         lines += [""]
     if plots:

@@ -10,7 +10,11 @@ times for ``warmup`` + ``steps`` training steps. The rules:
 - the ``classic`` pipeline is the seeds' way of training, kept as the reference every report compares with:
   a torchvision model, PIL per-sample transforms in DataLoader workers, fp32, eager steps; it runs as
   ``single`` and ``ddp`` (the seeds used DDP), never as ``dp``;
-- cells run workload by workload, ``dp`` cells last (a ``--time-budget`` that runs out cuts them first);
+- ``--links socket`` adds the network-bound regime: every ``ddp`` cell on an even count >= 2 runs again as a
+  two-node emulation on this host (two torchrun agents of N/2 GPUs each, a TCP rendezvous on 127.0.0.1, NCCL
+  forced onto its socket transport over loopback), what multi-node users on Ethernet meet;
+- cells run workload by workload, then the socket cells, ``dp`` cells last (a ``--time-budget`` that runs out
+  cuts them first);
 - on a host without GPUs "GPUs" are CPU processes (gloo): ``dp`` is dropped (DataParallel needs GPUs),
   the default matrix shrinks to the ``toy`` workload at 1 and 2 processes with few steps, so the command
   always works.
@@ -25,6 +29,7 @@ from ddpctl.errors import UsageError
 STRATEGIES = ("single", "dp", "ddp")
 PIPELINES = ("gpu", "dataloader", "classic")
 RUNTIMES = ("host", "docker")
+LINKS = ("local", "socket")  # local: the host's own interconnect (NVLink, PCIe, shared memory); socket: 2 nodes
 
 
 @dataclass(frozen=True)
@@ -74,9 +79,10 @@ class BenchOptions:
     probe: bool = True
     probe_max_bytes: int | None = None
     cell_timeout_s: float = 900.0
-    time_budget_s: float | None = None  # whole matrix; runs that do not fit are reported as not run
+    time_budget_s: float | None = None  # whole matrix; runs that do not fit are skipped (exit 0)
     extra_args: tuple[str, ...] = ()  # appended to every ddp-train command
     image: str | None = None  # --runtime docker
+    links: tuple[str, ...] | None = None  # None: ("local",)
 
 
 @dataclass(frozen=True)
@@ -88,14 +94,20 @@ class Cell:
     batch_size: int  # per GPU
     warmup: int
     steps: int
+    link: str = "local"  # "socket": the two-node emulation (2 agents of gpus/2, NCCL over TCP sockets)
+
+    @property
+    def nodes(self) -> int:
+        return 2 if self.link == "socket" else 1
 
     @property
     def key(self) -> str:
-        return f"{self.workload}/{self.pipeline}/{self.strategy}/{self.gpus}"
+        return f"{self.workload}/{self.pipeline}/{self.strategy}/{self.gpus}" + ("/socket" if self.link == "socket" else "")
 
     @property
     def label(self) -> str:
-        return f"{self.workload} {self.pipeline} {self.strategy} x{self.gpus}"
+        return f"{self.workload} {self.pipeline} {self.strategy} x{self.gpus}" + (
+            f" (2 nodes x {self.gpus // 2}, sockets)" if self.link == "socket" else "")
 
 
 @dataclass(frozen=True)
@@ -107,10 +119,12 @@ class Plan:
     probe_sizes: tuple[int, ...]  # world sizes the all-reduce probe runs at
     probe_max_bytes: int
     skipped: tuple[str, ...] = field(default=())  # human-readable notes of combinations left out
+    socket_probe_sizes: tuple[int, ...] = ()  # world sizes of the socket cells: probed with and without ddpctl's
+    # NCCL socket settings
 
     @property
     def total_runs(self) -> int:
-        return len(self.cells) * self.repeat + len(self.probe_sizes)
+        return len(self.cells) * self.repeat + len(self.probe_sizes) + 2 * len(self.socket_probe_sizes)
 
 
 def default_gpu_counts(available: int) -> tuple[int, ...]:
@@ -134,6 +148,7 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
     workloads = options.workloads or (("toy",) if cpu else ("cifar10-resnet18", "imagenet-synthetic-resnet50"))
     strategies = options.strategies or (("single", "ddp") if cpu else STRATEGIES)
     pipelines = options.pipelines or (("gpu",) if cpu else PIPELINES)
+    links = options.links or ("local",)
 
     if options.gpus:
         counts = tuple(sorted(set(options.gpus)))
@@ -174,14 +189,21 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
                         continue
                     if strat == "ddp" and n < 2 and counts != (1,):
                         continue
-                    cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps))
+                    if "local" in links or strat != "ddp" or n < 2:  # the 1-GPU baselines always run
+                        cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps))
+                    if strat == "ddp" and "socket" in links and n >= 2 and n % 2 == 0:
+                        cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps, link="socket"))
+    if "socket" in links and not any(c.link == "socket" for c in cells):
+        skipped.append("socket: no ddp cell on an even GPU count >= 2 to run as two nodes")
     # DataParallel is the comparison point, not the headline: its cells run last, so a --time-budget that
-    # runs out cuts them first (stable sort: otherwise workload, pipeline, strategy, GPU order).
-    cells.sort(key=lambda c: c.strategy == "dp")
+    # runs out cuts them first; before them the socket cells (stable sort: otherwise workload, pipeline,
+    # strategy, GPU order).
+    cells.sort(key=lambda c: (c.strategy == "dp", c.link == "socket"))
     if not cells:
         raise UsageError("the chosen workloads, pipelines, strategies and GPU counts leave nothing to run",
                          "add a GPU count of 2 or more for dp/ddp, or the strategy single for 1 GPU")
-    ddp_counts = tuple(sorted({c.gpus for c in cells if c.strategy == "ddp" and c.gpus >= 2}))
+    ddp_counts = tuple(sorted({c.gpus for c in cells if c.strategy == "ddp" and c.gpus >= 2 and c.link == "local"}))
+    socket_counts = tuple(sorted({c.gpus for c in cells if c.link == "socket"}))
     max_bytes = options.probe_max_bytes or ((16 << 20) if cpu else (1 << 30))
     return Plan(
         device="cpu" if cpu else "cuda",
@@ -191,6 +213,7 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
         probe_sizes=ddp_counts if options.probe else (),
         probe_max_bytes=max_bytes,
         skipped=tuple(dict.fromkeys(skipped)),
+        socket_probe_sizes=socket_counts if options.probe else (),
     )
 
 
@@ -199,6 +222,10 @@ def validate(options: BenchOptions) -> None:
     _check_names("workload", options.workloads, WORKLOADS)
     _check_names("strategy", options.strategies, STRATEGIES)
     _check_names("pipeline", options.pipelines, PIPELINES)
+    _check_names("link", options.links, LINKS)
+    if options.links and "socket" in options.links and options.runtime != "host":
+        raise UsageError("--links socket (the two-node emulation) runs on --runtime host only",
+                         "drop socket from --links, or use --runtime host")
     if options.runtime not in RUNTIMES:
         raise UsageError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
     if options.repeat < 1:

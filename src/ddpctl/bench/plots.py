@@ -25,7 +25,8 @@ def _series(report: dict) -> dict[tuple[str, str, str], list[dict]]:
     out: dict[tuple[str, str, str], list[dict]] = {}
     for c in report["cells"]:
         if c["ok"]:
-            out.setdefault((c["workload"], c["pipeline"], c["strategy"]), []).append(c)
+            strat = c["strategy"] + ("-socket" if c.get("link") == "socket" else "")  # two-node emulation
+            out.setdefault((c["workload"], c["pipeline"], strat), []).append(c)
     for v in out.values():
         v.sort(key=lambda c: c["gpus"])
     return out

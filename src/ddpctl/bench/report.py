@@ -10,12 +10,13 @@ from pathlib import Path
 
 from ddpctl import __version__
 from ddpctl.bench import efficiency as eff
+from ddpctl.bench import links
 from ddpctl.bench.markdown import render_markdown
 from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell
 from ddpctl.bench.runner import BenchRun
 
 SCHEMA_VERSION = 1
-GRAD_BYTES_PER_PARAM = 4  # DDP all-reduces gradients in the parameters' dtype: fp32 (bf16 autocast keeps fp32 params)
+GRAD_BYTES_PER_PARAM = links.GRAD_BYTES_PER_PARAM
 
 
 # ------------------------------------------------------------------------------------ build (pure)
@@ -73,6 +74,7 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
         "pipeline": cell.pipeline,
         "strategy": cell.strategy,
         "gpus": cell.gpus,
+        "link": cell.link,
         "batch_size_per_gpu": cell.batch_size,
         "global_batch": int(_num(last, "global_batch") or _global_batch(cell)),
         "warmup_steps": cell.warmup,
@@ -81,6 +83,7 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
         "runs": [{
             "repeat": r.repeat,
             "ok": r.error is None,
+            "skipped": bool(r.error and r.error.startswith("skipped:")),  # cut by --time-budget: not a failure
             "returncode": r.result.returncode,
             "wall_s": round(r.result.seconds, 3),
             "images_per_sec": _num(r.summary, "images_per_sec") if r.error is None else None,
@@ -162,24 +165,14 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
             c["scaling_efficiency"] = eff.scaling_efficiency(ips(c), ips(base), c["gpus"])
         if c["strategy"] != "ddp" or c["gpus"] < 2 or base is None:
             continue
-        probe = bench.probes.get(c["gpus"])
+        probe = links.probe_for(bench, c["gpus"], c["link"])
         t_comm = None
         if probe and c["param_count"]:
-            grad_bytes = c["param_count"] * GRAD_BYTES_PER_PARAM
-            bound = eff.interconnect_bound(grad_bytes, c["gpus"], probe["peak_busbw_gbps"] * 1e9,
-                                           base["step_time_s"])
-            t_comm = bound.t_comm
-            c["interconnect"] = {
-                "grad_bytes": grad_bytes,
-                "busbw_gbps": probe["peak_busbw_gbps"],
-                "t_compute_s": bound.t_compute,
-                "t_comm_lb_s": bound.t_comm,
-                "eff_no_overlap": bound.eff_no_overlap,
-                "eff_full_overlap": bound.eff_full_overlap,
-            }
+            c["interconnect"] = links.bound(c["param_count"], c["summary"], c["gpus"], probe, base["step_time_s"])
+            t_comm = c["interconnect"]["t_comm_lb_s"]
         faster = None
         if c["pipeline"] != "gpu":
-            sib = index.get(f"{c['workload']}/gpu/{c['strategy']}/{c['gpus']}")
+            sib = index.get(f"{c['workload']}/gpu/{c['strategy']}/{c['gpus']}" + ("/socket" if c["link"] == "socket" else ""))
             if ips(sib):
                 faster = ips(sib) / ips(c)
         d = eff.diagnose(n=c["gpus"], efficiency=c["scaling_efficiency"], step_time=c["step_time_s"],
@@ -187,16 +180,7 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
                          data_fraction=c["data_fraction"])
         c["diagnosis"] = {"label": d.label, "reason": d.reason}
 
-    interconnect = []
-    for n in sorted(set(bench.probes) | set(bench.probe_errors)):
-        p = bench.probes.get(n)
-        if p is None:
-            interconnect.append({"world_size": n, "ok": False, "error": bench.probe_errors[n]})
-            continue
-        interconnect.append({"world_size": n, "ok": bool(p.get("correct", True)), "error": None,
-                             "backend": p.get("backend"), "dtype": p.get("dtype"), "results": p["results"],
-                             "peak_busbw_gbps": p["peak_busbw_gbps"], "max_bytes": p["max_bytes"],
-                             "busbw_at_max_gbps": p["busbw_at_max_gbps"]})
+    interconnect = links.interconnect_entries(bench)
 
     return {
         "schema_version": SCHEMA_VERSION,
@@ -212,6 +196,7 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
         "interconnect": interconnect,
         "cells": cells,
         "headline": _headline(cells, interconnect),
+        "link_advice": links.advice(cells, interconnect),
     }
 
 
@@ -241,7 +226,7 @@ def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
     out: dict = {"ddp_scaling": [], "pipeline_speedup_1gpu": [], "vs_classic": [], "busbw_at_max_gbps": []}
     for c in cells:
         if c["strategy"] == "ddp" and c["gpus"] >= 2 and c["pipeline"] == "gpu" and c["scaling_efficiency"]:
-            out["ddp_scaling"].append({"workload": c["workload"], "gpus": c["gpus"],
+            out["ddp_scaling"].append({"workload": c["workload"], "gpus": c["gpus"], "link": c["link"],
                                        "scaling_efficiency": c["scaling_efficiency"],
                                        "images_per_sec": c["images_per_sec"]["median"]})
     idx = {c["key"]: c for c in cells if c["ok"]}
@@ -267,7 +252,7 @@ def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
                                   "classic_images_per_sec": cl["images_per_sec"]["median"], "ratio": c["vs_classic"]})
     for p in interconnect:
         if p.get("ok") and p.get("results"):
-            out["busbw_at_max_gbps"].append({"world_size": p["world_size"], "bytes": p["max_bytes"],
+            out["busbw_at_max_gbps"].append({"world_size": p["world_size"], "link": p["link"], "bytes": p["max_bytes"],
                                              "busbw_gbps": p["busbw_at_max_gbps"]})
     return out
 

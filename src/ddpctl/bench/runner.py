@@ -17,10 +17,21 @@ from pathlib import Path
 from ddpctl.bench.plan import WORKLOADS, Cell, Plan
 from ddpctl.bench.programs import Launch, Runner, RunResult
 from ddpctl.errors import JobFailed
+from ddpctl.launch import NCCL_SOCKETS_ENV
 
 TRAIN_MODULE = "ddp_train"
 MIN_RUN_S = 15.0  # with a time budget, no run starts with less than this left
-NOT_RUN = "not run: the --time-budget was spent"
+NOT_RUN = "skipped: the --time-budget was spent before it started"
+CUT = "skipped: the --time-budget left {left:.0f} s, and the run needed more"
+SKIPPED = "skipped:"  # every error that starts so is a run the budget cut, not a failure (exit 0)
+
+# The two-node emulation's link: NCCL forced onto its TCP socket transport over loopback (no NVLink/P2P, no
+# shared memory, no InfiniBand), and ddpctl's launch contract for a multi-node GPU job (NCCL socket settings
+# decided in the node, ddp_train.netenv). SOCKET_NCCL_DEFAULTS: the same link with NCCL's own socket defaults.
+SOCKET_ENV = (("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1"), ("NCCL_IB_DISABLE", "1"),
+              ("NCCL_NET", "Socket"), ("NCCL_SOCKET_IFNAME", "lo"), ("GLOO_SOCKET_IFNAME", "lo"),
+              (NCCL_SOCKETS_ENV, "auto"))
+SOCKET_NCCL_DEFAULTS = tuple((k, "off" if k == NCCL_SOCKETS_ENV else v) for k, v in SOCKET_ENV)
 PROBE_MODULE = "ddp_train.allreduce_probe"
 SYSINFO_MODULE = "ddp_train.sysinfo"
 
@@ -105,6 +116,9 @@ class BenchRun:
     plan: Plan
     probes: dict[int, dict] = field(default_factory=dict)  # world size -> probe JSON
     probe_errors: dict[int, str] = field(default_factory=dict)
+    # the two-node emulation's link: (world size, "socket" | "socket-nccl-defaults") -> probe JSON / error
+    socket_probes: dict[tuple[int, str], dict] = field(default_factory=dict)
+    socket_probe_errors: dict[tuple[int, str], str] = field(default_factory=dict)
     runs: list[CellRun] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -135,28 +149,42 @@ def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *
             return cell_timeout
         left = time_budget - (time.monotonic() - start)
         return min(cell_timeout, left) if left >= MIN_RUN_S else None
+
+    def failure(res: RunResult, limit: float) -> str:
+        """A run stopped at a limit the budget shortened was cut (skipped); at --cell-timeout it hung (failed)."""
+        if res.timed_out and limit < cell_timeout:
+            return CUT.format(left=limit)
+        return _failure(res)
     total = plan.total_runs
     index = 0
     logs = outdir / "logs"
     gpu = plan.device == "cuda"
-    for n in plan.probe_sizes:
+    probes = [(n, "local") for n in plan.probe_sizes]
+    probes += [(n, link) for n in plan.socket_probe_sizes for link in ("socket", "socket-nccl-defaults")]
+    socket_max = min(plan.probe_max_bytes, 256 << 20)  # ~0.2 s per all-reduce at 2 GB/s
+    for n, link in probes:
         index += 1
-        label = f"all-reduce probe x{n}"
+        label = f"all-reduce probe x{n}" + ("" if link == "local" else f" (2 nodes, {link})")
         progress.start(index, total, label)
-        launch = Launch(f"probe-{n}", PROBE_MODULE, ("--max-bytes", str(plan.probe_max_bytes)),
-                        nprocs=n, distributed=True, gpus=n if gpu else 0)
+        local = link == "local"
+        launch = Launch(f"probe-{n}", PROBE_MODULE, ("--max-bytes", str(plan.probe_max_bytes if local else socket_max)),
+                        nprocs=n, distributed=True, gpus=n if gpu else 0, nodes=1 if local else 2,
+                        env=() if local else (SOCKET_ENV if link == "socket" else SOCKET_NCCL_DEFAULTS))
+        results, errors = (bench.probes, bench.probe_errors) if local else (bench.socket_probes, bench.socket_probe_errors)
+        key = n if local else (n, link)
         limit = allowed()
         if limit is None:
-            bench.probe_errors[n] = NOT_RUN
+            errors[key] = NOT_RUN
             progress.done(NOT_RUN)
             continue
-        res = runner.run(launch, timeout=limit, log=logs / f"{index:02d}-probe-x{n}.log", tick=progress.tick)
+        slug = f"probe-x{n}" + ("" if local else f"-{link}")
+        res = runner.run(launch, timeout=limit, log=logs / f"{index:02d}-{slug}.log", tick=progress.tick)
         data = parse_event(res.stdout, "allreduce_probe") if res.ok else None
         if data is None:
-            bench.probe_errors[n] = _failure(res)
-            progress.done(f"FAILED: {bench.probe_errors[n]}")
+            errors[key] = failure(res, limit)
+            progress.done(errors[key] if errors[key].startswith(SKIPPED) else f"FAILED: {errors[key]}")
         else:
-            bench.probes[n] = data
+            results[key] = data
             progress.done(f"busbw {data['busbw_at_max_gbps']:.2f} GB/s at {_size(data['max_bytes'])}"
                           f"{'' if data.get('correct', True) else ' (WRONG SUMS)'}")
     for rep in range(plan.repeat):
@@ -166,7 +194,8 @@ def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *
             launch = Launch(cell.key, TRAIN_MODULE, tuple(ddp_train_args(cell, plan.device, extra_args)),
                             nprocs=cell.gpus if cell.strategy == "ddp" else 1,
                             distributed=cell.strategy == "ddp",
-                            gpus=cell.gpus if gpu else 0)
+                            gpus=cell.gpus if gpu else 0, nodes=cell.nodes,
+                            env=SOCKET_ENV if cell.link == "socket" else ())
             slug = cell.key.replace("/", "-")
             limit = allowed()
             if limit is None:
@@ -178,14 +207,14 @@ def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *
             summary = parse_event(res.stdout, "summary")
             error = None
             if not res.ok:
-                error = _failure(res)
+                error = failure(res, limit)
             elif summary is None:
                 error = "no summary line on stdout"
             elif not isinstance(summary.get("images_per_sec"), (int, float)) or summary["images_per_sec"] <= 0:
                 error = "summary has no positive images_per_sec"
             bench.runs.append(CellRun(cell, rep, res, summary, error))
             if error:
-                progress.done(f"FAILED: {error}")
+                progress.done(error if error.startswith(SKIPPED) else f"FAILED: {error}")
             else:
                 progress.done(f"{summary['images_per_sec']:,.0f} img/s")
     bench.seconds = time.monotonic() - start

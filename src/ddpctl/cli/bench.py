@@ -74,8 +74,13 @@ def bench(
     cell_timeout: Annotated[float, typer.Option("--cell-timeout", help="Seconds before one run is "
                                                 "stopped.")] = 900.0,
     time_budget: Annotated[Optional[float], typer.Option(
-        "--time-budget", help="Seconds for the whole matrix: runs that no longer fit are reported as not run, "
-        "and the report is still written.", show_default=False)] = None,
+        "--time-budget", help="Seconds for the whole matrix: runs that no longer fit are skipped (listed in the "
+        "report, exit 0; a crashed or hung run fails, exit 1), and the report is still written.",
+        show_default=False)] = None,
+    links: Annotated[Optional[str], typer.Option(
+        "--links", help="Comma-separated: local (the host's own interconnect), socket (every ddp cell on an even "
+        "count again as two nodes of N/2 GPUs on this host, NCCL over TCP sockets: the network-bound regime) "
+        "(default: local).", show_default=False)] = None,
     train_arg: Annotated[Optional[list[str]], typer.Option(
         "--train-arg", help="Extra argument for every ddp-train run, repeatable (e.g. --train-arg=--compile).",
         show_default=False)] = None,
@@ -104,19 +109,24 @@ def bench(
         pipelines=parse_list(pipelines, what="pipelines"),
         warmup=warmup, steps=steps, repeat=repeat, batch_size=batch_size, runtime=runtime,
         probe=not no_probe, probe_max_bytes=probe_bytes, cell_timeout_s=cell_timeout, time_budget_s=time_budget,
-        extra_args=tuple(train_arg or ()), image=image,
+        extra_args=tuple(train_arg or ()), image=image, links=parse_list(links, what="links"),
     )
     plots = not no_plots and available()
     command = "ddpctl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "ddpctl bench"
     report, written = run_bench(options, output, command=command, python=python, plots=plots)
     typer.echo(f"{output / 'report.md'}")
-    failed = [r for c in report["cells"] for r in c["runs"] if not r["ok"]]
+    # a run the --time-budget cut is skipped (listed in the report, exit 0); a crashed or hung one failed (exit 1)
+    failed = [r for c in report["cells"] for r in c["runs"] if not r["ok"] and not r.get("skipped")]
+    skipped = [r for c in report["cells"] for r in c["runs"] if r.get("skipped")]
     for p in report["interconnect"]:
-        if not p["ok"]:
+        if not p["ok"] and str(p.get("error")).startswith("skipped:"):
+            skipped.append(p)
+        elif not p["ok"]:
             failed.append(p)
     if not no_plots and not plots:  # said after the run: bad input must stay a one-line error
         err("bench: matplotlib is not installed, so no plots (pip install 'ddpctl[bench]')")
-    err(f"bench: {len(report['cells'])} cells, {len(failed)} failed run(s); wrote {len(written)} files to {output}")
+    err(f"bench: {len(report['cells'])} cells, {len(failed)} failed run(s), {len(skipped)} skipped by the time "
+        f"budget; wrote {len(written)} files to {output}")
     if failed:
         raise JobFailed(f"{len(failed)} benchmark run(s) failed (see {output / 'report.md'} and {output / 'logs'})",
                         "fix the failing configuration or leave it out with --workloads/--strategies/--gpus")

@@ -22,6 +22,11 @@ and TrainJob know it from the CPU limit (``cpus_per_node``), and otherwise ``ddp
 from the container's cgroup CPU quota and affinity (``DDP_TRAIN_THREADS=auto``); Slurm computes it in the
 script from ``SLURM_CPUS_ON_NODE``. A user's own ``OMP_NUM_THREADS`` (spec ``env`` / ``-e``) always wins.
 
+NCCL over TCP (:data:`NCCL_SOCKETS_ENV`): GPU jobs of several nodes get ``DDP_TRAIN_NCCL_SOCKETS=auto``; in the
+node, at run time, ``ddp-train-launch`` / ``ddp-train`` set ``NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4``
+unless ``/sys/class/infiniband`` shows a device NCCL may use or the env sets them (``ddp_train.netenv``). The
+spec's ``env`` overrides either (``DDP_TRAIN_NCCL_SOCKETS: "off"``, or its own NCCL values).
+
 The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``
 both work unchanged.
 """
@@ -29,6 +34,7 @@ both work unchanged.
 from __future__ import annotations
 
 from ddpctl.launch.argv import (  # noqa: F401
+    NCCL_SOCKETS_ENV,
     base_env,
     gpu_requests,
     torchrun_argv,

@@ -7,6 +7,12 @@ from ddpctl.spec import JobSpec
 
 # -------------------------------------------------------------------------------- env and argv
 
+# ddp-train's NCCL socket rule (ddp_train.netenv): "auto" = 4 threads x 4 sockets per connection unless the
+# node has a usable InfiniBand device or the env sets them; "off" leaves NCCL's defaults. Set for GPU jobs of
+# several nodes, where NCCL's traffic crosses the network.
+NCCL_SOCKETS_ENV = "DDP_TRAIN_NCCL_SOCKETS"
+
+
 def base_env(spec: JobSpec, threads: dict[str, str] | None = None) -> dict[str, str]:
     """Env every node gets from ddpctl on every target (``threads`` from :func:`thread_env`; user env last,
     so it wins)."""
@@ -19,6 +25,8 @@ def base_env(spec: JobSpec, threads: dict[str, str] | None = None) -> dict[str, 
         env["NCCL_DEBUG"] = spec.nccl.debug
     if spec.nccl.ib_disable:
         env["NCCL_IB_DISABLE"] = "1"
+    if spec.gpus_per_node and spec.nodes > 1:
+        env[NCCL_SOCKETS_ENV] = "auto"  # decided in the node at run time (InfiniBand or not)
     env.update(spec.env_dict)
     return env
 

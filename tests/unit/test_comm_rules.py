@@ -1,0 +1,66 @@
+"""The pure rules of how gradients cross the link: ddp_train.compression.choose (auto compression, reducer,
+bucket size from the measured busbw) and ddp_train.netenv (NCCL socket settings where no InfiniBand is found)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ddp_train import netenv  # noqa: E402
+from ddp_train.compression import SLOW_LINK_GBPS, choose  # noqa: E402
+
+AUTO = dict(compression="auto", graph_reducer="auto", bucket_mb=None)
+
+
+def test_fast_link_keeps_fp32_flat_and_ddp_buckets():
+    p = choose(**AUTO, busbw_gbps=300.0, world=4)
+    assert (p.compression, p.graph_reducer, p.bucket_mb) == ("none", "flat", 25.0)
+    assert "fast" in p.reason and "300.0 GB/s" in p.reason
+
+
+@pytest.mark.parametrize("busbw,expect_mb", [(2.1, 10.7), (4.5, 22.9), (0.5, 4.0), (20.0, 25.0)])
+def test_slow_link_compresses_overlaps_and_sizes_buckets(busbw, expect_mb):
+    p = choose(**AUTO, busbw_gbps=busbw, world=4)
+    assert (p.compression, p.graph_reducer) == ("bf16", "bucketed")
+    assert p.bucket_mb == pytest.approx(expect_mb, abs=0.1)
+    assert "slow" in p.reason and "compression bf16" in p.reason
+
+
+def test_threshold_and_explicit_flags_win():
+    assert choose(**AUTO, busbw_gbps=SLOW_LINK_GBPS, world=2).compression == "none"
+    p = choose(compression="none", graph_reducer="flat", bucket_mb=50.0, busbw_gbps=1.0, world=2)
+    assert (p.compression, p.graph_reducer, p.bucket_mb) == ("none", "flat", 50.0)
+    assert "all set by flags" in p.reason
+    p = choose(compression="powersgd", graph_reducer="auto", bucket_mb=None, busbw_gbps=1.0, world=2)
+    assert p.compression == "powersgd" and p.graph_reducer == "bucketed"
+
+
+def test_unmeasured_link_is_the_fast_default():
+    p = choose(**AUTO, busbw_gbps=None, world=2, why_unmeasured="CPU ranks (gloo): link not measured")
+    assert (p.compression, p.graph_reducer, p.bucket_mb) == ("none", "flat", 25.0)
+    assert p.reason.startswith("CPU ranks (gloo)")
+
+
+def test_socket_rule_sets_threads_only_without_usable_infiniband(tmp_path):
+    ib = tmp_path / "ib"
+    env = {netenv.MODE_ENV: "auto"}
+    why = netenv.apply(env, str(ib))  # no /sys/class/infiniband at all
+    assert env["NCCL_SOCKET_NTHREADS"] == "4" and env["NCCL_NSOCKS_PERTHREAD"] == "4", why
+    (ib / "mlx5_0").mkdir(parents=True)
+    env = {netenv.MODE_ENV: "auto"}
+    assert "InfiniBand found (mlx5_0)" in netenv.apply(env, str(ib)) and "NCCL_SOCKET_NTHREADS" not in env
+    env = {netenv.MODE_ENV: "auto", "NCCL_IB_DISABLE": "1"}  # IB there but switched off: sockets it is
+    netenv.apply(env, str(ib))
+    assert env["NCCL_NSOCKS_PERTHREAD"] == "4"
+
+
+def test_socket_rule_keeps_user_values_and_off():
+    env = {netenv.MODE_ENV: "auto", "NCCL_SOCKET_NTHREADS": "2"}
+    why = netenv.apply(env, "/nonexistent")
+    assert env["NCCL_SOCKET_NTHREADS"] == "2" and env["NCCL_NSOCKS_PERTHREAD"] == "4"
+    assert "kept the environment's NCCL_SOCKET_NTHREADS=2" in why
+    for mode in ({}, {netenv.MODE_ENV: "off"}):
+        env = dict(mode)
+        netenv.apply(env, "/nonexistent")
+        assert "NCCL_SOCKET_NTHREADS" not in env
