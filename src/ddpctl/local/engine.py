@@ -46,6 +46,24 @@ class VolumeInfo:
 class Engine(abc.ABC):
     """What ddpctl needs from a container engine."""
 
+    name = "the Docker Engine"  # how messages name it (a DockerEngine: its URL)
+
+    def endpoint(self, cid: str) -> str:
+        """The name of the engine that holds container ``cid`` (an engine over several hosts: that host's)."""
+        return self.name
+
+    def endpoints(self) -> tuple[str, ...]:
+        """The names of the engines behind this one (one, unless it spans several Docker hosts)."""
+        return (self.name,)
+
+    def check(self, endpoint: str | None = None, timeout: float = 5.0) -> None:
+        """Raise unless the engine (or the one named ``endpoint``) answers a ping within ``timeout`` seconds."""
+        self.ping()
+
+    def only(self, endpoints: tuple[str, ...]) -> "Engine":
+        """This engine limited to ``endpoints`` (those still answering): itself, unless it spans several."""
+        return self
+
     @abc.abstractmethod
     def ping(self) -> None: ...
 

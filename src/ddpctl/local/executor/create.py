@@ -26,11 +26,14 @@ class Job:
     network_id: str | None
     volume: str | None = None  # the checkpoint volume ddpctl created for the job
     restarts: int = 0  # how many times the job was restarted (ddpctl.local.restarts)
+    step: int | None = None  # the highest training step its output named, over every attempt
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
-def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple[int, int, int]:
-    """Remove every container, network and volume labelled ``job``. Idempotent.
+def remove_job(engine: Engine, job: str, *, network: str | None = None,
+               keep_volumes: bool = False) -> tuple[int, int, int]:
+    """Remove every container, network and volume labelled ``job`` (``keep_volumes``: not its checkpoint
+    volume, for ``up --resume``). Idempotent.
 
     Returns (containers, networks, volumes)."""
     n_c = n_n = n_v = 0
@@ -42,7 +45,7 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple
             for net in engine.networks(label=job_label(job)):
                 engine.remove_network(net.id)
                 n_n += 1
-            for vol in engine.volumes(label=job_label(job)):
+            for vol in [] if keep_volumes else engine.volumes(label=job_label(job)):
                 engine.remove_volume(vol.name)
                 n_v += 1
             return n_c, n_n, n_v
@@ -54,8 +57,9 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple
 
 
 def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet,
-           secrets: Mapping[str, str] | None = None) -> Job:
-    """Create the network and every container, or nothing at all."""
+           secrets: Mapping[str, str] | None = None, resume: bool = False) -> Job:
+    """Create the network and every container, or nothing at all. ``resume``: the checkpoint volume may hold
+    an earlier run's checkpoints (it is kept, also on a failure) and the nodes start as on a restart."""
     if secrets is None:
         secrets = secret_values(plan, os.environ)
     ids: dict[int, str] = {}
@@ -68,8 +72,10 @@ def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet,
             user = plan.containers[0].user if plan.containers else None
             if not is_root(user):  # a new volume is root's: the containers' user must write its checkpoints
                 engine.chown_volume(volume, plan.image, user or "", "/checkpoints")
+        if resume:
+            volume = None  # not ours to remove: it holds the checkpoints the job resumes from
         for c in plan.containers:
-            ids[c.rank] = engine.create_container(container_request(c, secrets))
+            ids[c.rank] = engine.create_container(container_request(c, secrets, restart=1 if resume else 0))
         return Job(plan, ids, network_id, volume, secrets=dict(secrets))
     except BaseException as exc:
         rollback(engine, list(ids.values()), network_id, volume)
@@ -139,20 +145,33 @@ def restart(job: Job, engine: Engine) -> None:
                           "fix the cause above and run 'ddpctl up' again") from None
 
 
+def check_resume(plan: LocalPlan) -> None:
+    """``up --resume`` needs checkpoints to resume from: ``--max-restarts`` (a checkpoint directory)."""
+    if not plan.max_restarts:
+        from ddpctl.errors import UsageError
+
+        raise UsageError(f"--resume continues job {plan.job} from its checkpoints, which only a job with "
+                         "--max-restarts keeps (in /checkpoints)", "add --max-restarts N, or drop --resume")
+
+
 def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = _quiet,
-       port_check: Callable[[int], bool] = port_free, environ: Mapping[str, str] | None = None) -> Job:
+       port_check: Callable[[int], bool] = port_free, environ: Mapping[str, str] | None = None,
+       resume: bool = False) -> Job:
     """Preflight, replace a finished run of the same name, create all, start all.
 
     Secret references take their values from ``environ`` (default: this process's environment), read here,
-    when the job starts: never in the plan or a dry run."""
+    when the job starts: never in the plan or a dry run. ``resume``: keep the finished run's checkpoint volume
+    and start every node as on a restart (ddp-train ``--resume auto``)."""
+    if resume:
+        check_resume(plan)
     secrets = secret_values(plan, os.environ if environ is None else environ)
     previous = preflight(plan, engine, host_gpus=host_gpus, port_check=port_check)
     if previous:
-        say(f"removing the finished earlier run of job {plan.job}")
-        remove_job(engine, plan.job)
+        say(f"removing the finished earlier run of job {plan.job}" + (" (its checkpoints stay)" if resume else ""))
+        remove_job(engine, plan.job, keep_volumes=resume)
     elif plan.network or plan.checkpoint_volume:
-        remove_job(engine, plan.job)  # a network or a checkpoint volume left without containers
-    job = create(plan, engine, say=say, secrets=secrets)
+        remove_job(engine, plan.job, keep_volumes=resume)  # a network or a checkpoint volume left without containers
+    job = create(plan, engine, say=say, secrets=secrets, resume=resume)
     start(job, engine)
     return job
 

@@ -15,7 +15,7 @@ from typing import Mapping
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.local.engine import ContainerInfo
 from ddpctl.local.executor.common import Say, _quiet, _reason
-from ddpctl.local.executor.create import Job, create, remove_job, start
+from ddpctl.local.executor.create import Job, check_resume, create, remove_job, start
 from ddpctl.local.executor.preflight import clashes, secret_values
 from ddpctl.local.hostsengine import HostsEngine, NamedEngine
 from ddpctl.local.plan import LocalPlan
@@ -67,12 +67,14 @@ def preflight_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = _quiet) 
 
 
 def up_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = _quiet,
-             environ: Mapping[str, str] | None = None) -> Job:
+             environ: Mapping[str, str] | None = None, resume: bool = False) -> Job:
     """Preflight every host, replace a finished run of the same name, create all, start all (node 0 first)."""
+    if resume:
+        check_resume(plan)
     secrets = secret_values(plan, os.environ if environ is None else environ)
     if preflight_hosts(plan, engine, say=say):
         say(f"removing the finished earlier run of job {plan.job}")
-        remove_job(engine, plan.job)
-    job = create(plan, engine, say=say, secrets=secrets)
+        remove_job(engine, plan.job, keep_volumes=resume)
+    job = create(plan, engine, say=say, secrets=secrets, resume=resume)
     start(job, engine)
     return job

@@ -5,6 +5,11 @@ then the root cause (:func:`~ddpctl.local.executor.attach.job_root_cause`) decid
 (>= 128) with restarts left recreates every node (:func:`~ddpctl.local.executor.create.restart`) and says so
 in one line; a permanent one (< 128), or a failure after the last allowed restart, ends the job with one
 line naming the root cause. The rules are in :mod:`ddpctl.local.restarts`.
+
+A Docker Engine that went away and came back (a daemon restart stops every container) is a node loss like any
+other: a restart when one is left, else one line with the step reached and the command that resumes the job
+(:mod:`.ending`). One that did not come back ends the job at once. Nodes that all exited 0 still fail the job
+when the program did not say it finished (ddp-train's summary record).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 
 from ddpctl.errors import JobFailed
 from ddpctl.local.engine import Engine
+from ddpctl.local.executor import ending
 from ddpctl.local.executor.attach import Outcome, attach, failure_message, job_root_cause
 from ddpctl.local.executor.common import Say, _quiet
 from ddpctl.local.executor.create import Job, restart
@@ -22,7 +28,7 @@ from ddpctl.local.restarts import retryable
 @dataclass
 class Finished:
     outcome: Outcome  # of the last attempt
-    failure: JobFailed | None  # None: every node exited 0
+    failure: JobFailed | None  # None: every node exited 0 and the program said it finished
     restarts: int
 
 
@@ -30,18 +36,26 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def supervise(job: Job, engine: Engine, *, out=None, color: bool = False, say: Say = _quiet) -> Finished:
-    """Attach to ``job`` until it succeeds or fails for good; ``say`` gets the one line of each restart."""
+def supervise(job: Job, engine: Engine, *, out=None, color: bool = False, say: Say = _quiet,
+              wait_s: float | None = None, argv: list[str] | None = None) -> Finished:
+    """Attach to ``job`` until it succeeds or fails for good; ``say`` gets the one line of each restart and
+    of each engine outage. ``argv``: the ``ddpctl`` command line, for the command that resumes the job."""
     plan = job.plan
     while True:
         left = plan.max_restarts - job.restarts
-        outcome = attach(job, engine, out=out, color=color, mute_after=retryable if left > 0 else None)
+        outcome = attach(job, engine, out=out, color=color, mute_after=retryable if left > 0 else None, say=say,
+                         wait_s=wait_s)
+        if outcome.step is not None:
+            job.step = max(job.step or 0, outcome.step)
+        if outcome.lost is not None:
+            return Finished(outcome, ending.engine_lost(job, engine, outcome, argv), job.restarts)
         if outcome.first_failure is None:
-            return Finished(outcome, None, job.restarts)
+            return Finished(outcome, ending.said_finished(job, outcome), job.restarts)
         cause = job_root_cause(job, engine, outcome)
         node = cause.node if cause else outcome.first_failure
         code = outcome.codes[node]
         failure = failure_message(plan.job, node, code, engine.inspect(job.ids[node]), cause)
+        node_line = failure.problem
         if plan.max_restarts and not retryable(code):
             failure.problem += " (a permanent exit code, below 128: not restarted)"
         elif plan.max_restarts and left <= 0:
@@ -53,9 +67,15 @@ def supervise(job: Job, engine: Engine, *, out=None, color: bool = False, say: S
             failure.problem = f"job {plan.job} was removed while it ran ('ddpctl down'): not restarted"
             failure.fix = ""
             left = 0
+        elif outcome.outages and retryable(code) and left <= 0:
+            failure = ending.engine_stopped_nodes(job, outcome, node_line, argv, restarts_used=plan.max_restarts > 0)
         if not retryable(code) or left <= 0:
             failure.args = (failure.message,)
             return Finished(outcome, failure, job.restarts)
-        say(f"restart {job.restarts + 1}/{plan.max_restarts}: {failure.problem}; restarting all "
+        why = failure.problem
+        if outcome.outages:
+            where, away = outcome.outages[-1]
+            why = f"the Docker Engine at {where} went away for {away:.1f} s and stopped the nodes ({why})"
+        say(f"restart {job.restarts + 1}/{plan.max_restarts}: {why}; restarting all "
             f"{_plural(len(job.ids), 'node')}, training resumes from the last checkpoint")
         restart(job, engine)
