@@ -19,7 +19,7 @@ import pytest
 from ddpctl import launch
 from ddpctl.errors import EngineError
 from ddpctl.local import executor, restarts
-from ddpctl.local.engine import ContainerInfo, Engine, NetworkInfo, VolumeInfo
+from ddpctl.local.engine import ContainerInfo, Engine
 from ddpctl.local.executor import ending, stream
 from ddpctl.local.hostsengine import HostsEngine, NamedEngine
 from ddpctl.local.plan import plan_local
@@ -50,7 +50,7 @@ class Daemon(Engine):
         return time.monotonic() < self.down_until
 
     def _fail(self):
-        raise ConnectionError(f"('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")
+        raise ConnectionError("('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")
 
     def check(self, endpoint=None, timeout=5.0):
         if self._down():
@@ -120,7 +120,7 @@ class Daemon(Engine):
                             if other["attempt"] == 0:
                                 other["code"] = code
                                 del other["lines"][i + 1 if other is b else len(other["lines"]):]
-                                other["lines"].append(f"ddp-train-launch: stopped by SIGTERM; the workers were stopped")
+                                other["lines"].append("ddp-train-launch: stopped by SIGTERM; the workers were stopped")
                     self._fail()
         return gen()
 

@@ -45,6 +45,7 @@ from ddpctl.local.executor.attach import (
 )
 from ddpctl.local.executor.common import MANAGED, Say, job_label
 from ddpctl.local.executor.create import Job, create, remove_job, restart, rollback, start, up
+from ddpctl.local.executor.ending import EXIT_ENGINE_LOST, resume_argv
 from ddpctl.local.executor.hosts import ensure_image, preflight_hosts, up_hosts
 from ddpctl.local.executor.jobs import (
     NodeRow,
@@ -56,6 +57,7 @@ from ddpctl.local.executor.jobs import (
     merged_logs,
     wait_for_line,
 )
+from ddpctl.local.executor.lifecycle import Started, Stopped, run_attached, start_job
 from ddpctl.local.executor.lines import (
     COLORS,
     LAUNCH_FAILURE,
@@ -74,10 +76,8 @@ from ddpctl.local.executor.lines import (
     split_rank,
 )
 from ddpctl.local.executor.preflight import host_cpus, port_free, preflight, secret_values
-from ddpctl.local.executor.supervise import Finished, supervise
-from ddpctl.local.executor.ending import EXIT_ENGINE_LOST, resume_argv
-from ddpctl.local.executor.lifecycle import Started, Stopped, run_attached, start_job
 from ddpctl.local.executor.stream import ENGINE_WAIT_ENV, engine_wait_s
+from ddpctl.local.executor.supervise import Finished, supervise
 
 __all__ = [
     "COLORS", "LAUNCHER", "LAUNCH_FAILURE", "MANAGED", "PEER_GRACE_S", "RANK_LINE", "RESET", "Finished", "Job",

@@ -96,7 +96,7 @@ def follow_logs(engine: Engine, job: str, *, node: int | None = None, tail: int 
                 yield rank, value
             else:
                 what = f"Docker host {extra}" if several else f"the Docker Engine at {extra}"
-                away = await_engine(engine, extra, value, wait_s=wait_s, say=say, describe=lambda _: what)
+                away = await_engine(engine, extra, value, wait_s=wait_s, say=say, describe=lambda _, w=what: w)
                 if away is None:
                     raise EngineError(f"{what} went away ({value[:160]}) and did not come back within {wait_s:.0f} s",
                                       f"run 'ddpctl logs {job} --follow' again when it answers") from None
