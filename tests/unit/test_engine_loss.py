@@ -39,8 +39,9 @@ class Daemon(Engine):
     """A scripted engine. ``attempts[restart][node] = (lines, exit code)``; ``outage = (node, after line k,
     seconds away (None: for good), what the nodes exit with when it is back (None: they kept running))``."""
 
-    def __init__(self, attempts, outage=None, name="unix:///test.sock"):
+    def __init__(self, attempts, outage=None, name="unix:///test.sock", down_after_exit=None):
         self.attempts, self.outage, self.name = attempts, outage, name
+        self.down_after_exit = down_after_exit  # seconds the engine is away once attempt 0's nodes exited
         self.down_until = 0.0
         self.box: dict[str, dict] = {}
         self.removed: list[str] = []
@@ -52,7 +53,7 @@ class Daemon(Engine):
     def _fail(self):
         raise ConnectionError("('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")
 
-    def check(self, endpoint=None, timeout=5.0):
+    def check(self, endpoint=None, timeout=5.0, *, fresh=False):
         if self._down():
             self._fail()
 
@@ -127,7 +128,10 @@ class Daemon(Engine):
     def wait(self, cid):
         if self._down():
             self._fail()
-        return self.box[cid]["code"]
+        b = self.box[cid]
+        if self.down_after_exit and b["attempt"] == 0 and b["rank"] == 1:
+            self.down_until, self.down_after_exit = time.monotonic() + self.down_after_exit, None
+        return b["code"]
 
 
 def _lines(n, extra=()):
@@ -176,6 +180,21 @@ def test_a_daemon_restart_is_a_node_loss_that_restarts_the_job(no_thread_traceba
     assert said[1].startswith("the Docker Engine at unix:///test.sock answers again after ")
     assert said[2].startswith("restart 1/2: the Docker Engine at unix:///test.sock went away for ")
     assert "restarting all 2 nodes" in said[2]
+
+
+def test_nodes_stopped_by_a_daemon_that_then_goes_away_count_as_an_engine_restart(no_thread_tracebacks):
+    """A daemon that is stopping stops every container first, answering on the connections it has: the exit
+    codes arrive before any stream breaks. The engine asked on a new connection then does not answer."""
+    stopped = (_lines(4, ["ddp-train-launch: stopped by SIGTERM; the workers were stopped"]), 143)
+    engine = Daemon([{0: stopped, 1: ([], 143)}, {0: OK0, 1: OK1}], down_after_exit=0.4)
+    finished, said, _ = _run(engine, max_restarts=1)
+    assert finished.failure is None and finished.restarts == 1
+    assert said[0].startswith("lost the connection to the Docker Engine at unix:///test.sock (it did not answer "
+                              "after the nodes stopped)")
+    assert said[2].startswith("restart 1/1: the Docker Engine at unix:///test.sock went away for ")
+    engine = Daemon([{0: stopped, 1: ([], 143)}], down_after_exit=0.4)
+    finished, _, _ = _run(engine)
+    assert finished.failure.exit_code == 69 and "went away for" in finished.failure.message
 
 
 def test_a_daemon_restart_without_restarts_left_ends_with_the_step_and_the_resume_command(no_thread_tracebacks):

@@ -64,9 +64,14 @@ class DockerEngine(Engine):
     def ping(self) -> None:
         self.client  # noqa: B018 - connecting pings
 
-    def check(self, endpoint: str | None = None, timeout: float = 5.0) -> None:
-        """A ping of the connected engine, bounded by ``timeout`` (the client's own timeout is 600 s)."""
+    def check(self, endpoint: str | None = None, timeout: float = 5.0, *, fresh: bool = False) -> None:
+        """A ping of the connected engine, bounded by ``timeout`` (the client's own timeout is 600 s). ``fresh``:
+        the idle pooled connections are closed first, so the ping opens a new one: a daemon that is shutting
+        down (SIGTERM: it closes its listener, then stops its containers) still answers on the old ones."""
         api = self.api
+        if fresh:
+            for adapter in list(api.adapters.values()):
+                adapter.close()  # idle connections only: a stream in use keeps its own until it ends
         api._result(api._get(api._url("/_ping"), timeout=timeout))
 
     def image_exists(self, ref: str) -> bool:

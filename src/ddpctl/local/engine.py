@@ -56,8 +56,9 @@ class Engine(abc.ABC):
         """The names of the engines behind this one (one, unless it spans several Docker hosts)."""
         return (self.name,)
 
-    def check(self, endpoint: str | None = None, timeout: float = 5.0) -> None:
-        """Raise unless the engine (or the one named ``endpoint``) answers a ping within ``timeout`` seconds."""
+    def check(self, endpoint: str | None = None, timeout: float = 5.0, *, fresh: bool = False) -> None:
+        """Raise unless the engine (or the one named ``endpoint``) answers a ping within ``timeout`` seconds.
+        ``fresh``: on a new connection (a daemon shutting down still serves the connections it has)."""
         self.ping()
 
     def only(self, endpoints: tuple[str, ...]) -> "Engine":

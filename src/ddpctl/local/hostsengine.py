@@ -75,10 +75,10 @@ class HostsEngine(Engine):
     def endpoints(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.hosts)
 
-    def check(self, endpoint: str | None = None, timeout: float = 5.0) -> None:
+    def check(self, endpoint: str | None = None, timeout: float = 5.0, *, fresh: bool = False) -> None:
         for h in self.hosts:
             if endpoint is None or h.name == endpoint:
-                h.engine.check(None, timeout)
+                h.engine.check(None, timeout, fresh=fresh)
 
     def only(self, endpoints: tuple[str, ...]) -> "HostsEngine":
         kept = HostsEngine([h for h in self.hosts if h.name in endpoints] or list(self.hosts[:1]))

@@ -123,12 +123,14 @@ class Streams:
 
 
 def await_engine(engine: Engine, endpoint: str, reason: str, *, wait_s: float, say: Say = _quiet,
-                 describe: Callable[[str], str] | None = None, clock=time.monotonic, nap=time.sleep) -> float | None:
+                 describe: Callable[[str], str] | None = None, clock=time.monotonic, nap=time.sleep,
+                 fresh: bool = False) -> float | None:
     """Wait up to ``wait_s`` for ``endpoint`` to answer again. Returns how long it was away (0.0 when it
-    answers at once: only a stream broke), or None when it did not come back in time."""
+    answers at once: only a stream broke), or None when it did not come back in time. ``fresh``: the first
+    ping on a new connection."""
     t0 = clock()
     try:
-        engine.check(endpoint, PING_TIMEOUT_S)
+        engine.check(endpoint, PING_TIMEOUT_S, fresh=fresh)
         return 0.0
     except Exception:  # noqa: BLE001
         pass

@@ -36,6 +36,34 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+def _engines_still_there(job: Job, engine: Engine, outcome: Outcome, say: Say, wait_s: float | None) -> None:
+    """Nodes that died together may have died with their engine: a daemon that is stopping (a restart, an
+    upgrade) stops every container, still answering on the connections it has, and only then goes away. So the
+    engines of the failed nodes are asked on a new connection; one that does not answer is waited for (an
+    outage, :attr:`Outcome.outages`) or, gone for good, ends the job (:attr:`Outcome.lost`)."""
+    from ddpctl.local.executor.attach import Lost, _describe
+    from ddpctl.local.executor.stream import await_engine, engine_wait_s
+
+    wait = engine_wait_s() if wait_s is None else wait_s
+    names = []
+    for node, code in outcome.codes.items():
+        if retryable(code):
+            try:
+                name = engine.endpoint(job.ids[node])
+            except Exception:  # noqa: BLE001
+                name = engine.name
+            if name not in names:
+                names.append(name)
+    for name in names:
+        away = await_engine(engine, name, "it did not answer after the nodes stopped", wait_s=wait, say=say,
+                            describe=_describe(engine), fresh=True)
+        if away is None:
+            outcome.lost = Lost(name, "it did not answer after the nodes stopped", wait)
+            return
+        if away > 0:
+            outcome.outages.append((name, away))
+
+
 def supervise(job: Job, engine: Engine, *, out=None, color: bool = False, say: Say = _quiet,
               wait_s: float | None = None, argv: list[str] | None = None) -> Finished:
     """Attach to ``job`` until it succeeds or fails for good; ``say`` gets the one line of each restart and
@@ -47,6 +75,8 @@ def supervise(job: Job, engine: Engine, *, out=None, color: bool = False, say: S
                          wait_s=wait_s)
         if outcome.step is not None:
             job.step = max(job.step or 0, outcome.step)
+        if outcome.lost is None and any(retryable(c) for c in outcome.codes.values()):
+            _engines_still_there(job, engine, outcome, say, wait_s)
         if outcome.lost is not None:
             return Finished(outcome, ending.engine_lost(job, engine, outcome, argv), job.restarts)
         if outcome.first_failure is None:
