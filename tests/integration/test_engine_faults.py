@@ -70,8 +70,9 @@ def test_daemon_restart_with_max_restarts_restarts_the_job_from_its_checkpoint(o
     assert code == 0, up.out()
     no_traceback(up)
     err = up.err
-    assert f"lost the connection to the Docker Engine at {own.url} (" in err, err
-    assert re.search(rf"the Docker Engine at {re.escape(own.url)} answers again after [\d.]+ s", err), err
+    # seen through a broken stream, a missed ping or its event stream: said at once or when it is back
+    assert re.search(rf"the Docker Engine at {re.escape(own.url)} (went away \(.*\) and )?answers again after "
+                     r"[\d.]+ s", err), err
     assert re.search(rf"restart 1/2: the Docker Engine at {re.escape(own.url)} went away for [\d.]+ s and stopped "
                      r"the nodes \(node \d .*exited with code 1(37|43)", err), err
     assert "ddp-train: resumed from /checkpoints/ckpt-" in "\n".join(up.lines)
@@ -143,11 +144,10 @@ def test_a_full_checkpoint_directory_fails_in_one_line_and_keeps_the_previous_ch
                         r"\([\d.]+ KiB free, this checkpoint needs [\d.]+ KiB\); the previous checkpoint "
                         r"ckpt-0000000\d\.pt is intact;", last), last
         assert "(a permanent exit code, below 128: not restarted)" in last and "restart 1/" not in res.stderr
-        names = sorted(os.listdir(tiny_dir))
-        assert len(names) == 2 and names[0].endswith(".pt") and names[1] == names[0] + ".json", names
-        check = subprocess.run(["docker", "run", "--rm", "-v", f"{tiny_dir}:/c", "--entrypoint", "python3", cpu_image,
-                                "-c", f"from ddp_train import checkpoint as c; print(c.validate('/c/{names[0]}'))"],
-                               capture_output=True, text=True, timeout=120)
-        assert check.stdout.strip() == "None", check.stderr
+        names = sorted(n for n in os.listdir(tiny_dir) if n != "metrics.jsonl")
+        assert len(names) == 2 and names[0].endswith(".pt") and names[1] == names[0] + ".json", names  # no temp file
+        from ddp_train import checkpoint  # the same module as in the image; validate() reads the two files
+
+        assert checkpoint.validate(str(tiny_dir / names[0])) is None
     finally:
         ddpctl("down", job_name, timeout=120)

@@ -61,6 +61,10 @@ def up(**kw) -> None:
     your own '-v DIR:/checkpoints'), ddp-train writes its checkpoints there and resumes from the newest
     one ('--resume auto'). A permanent exit code (< 128) ends the job at once.
 
+    A Docker Engine that goes away is waited for (DDPCTL_ENGINE_WAIT seconds, default 60), then treated as a
+    node loss; exit 0 only when every node exited 0 and the program said it finished, 69 when an engine went
+    away for good (the error line gives the command that resumes the job: 'up --resume ...').
+
     Examples:
 
       ddpctl up --nodes 2 --nproc-per-node 2

@@ -74,6 +74,9 @@ class DockerEngine(Engine):
                 adapter.close()  # idle connections only: a stream in use keeps its own until it ends
         api._result(api._get(api._url("/_ping"), timeout=timeout))
 
+    def events(self, endpoint: str, label: str) -> Iterator[Any]:
+        return self.api.events(filters={"label": label}, decode=True)
+
     def image_exists(self, ref: str) -> bool:
         from ddpctl.dockerclient import image_id
 

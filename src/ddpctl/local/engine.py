@@ -61,6 +61,11 @@ class Engine(abc.ABC):
         ``fresh``: on a new connection (a daemon shutting down still serves the connections it has)."""
         self.ping()
 
+    def events(self, endpoint: str, label: str) -> Iterator[Any]:
+        """The engine's event stream for objects labelled ``label`` (blocks; it breaks when the daemon goes
+        away). An engine without one raises NotImplementedError."""
+        raise NotImplementedError
+
     def only(self, endpoints: tuple[str, ...]) -> "Engine":
         """This engine limited to ``endpoints`` (those still answering): itself, unless it spans several."""
         return self

@@ -80,6 +80,12 @@ class HostsEngine(Engine):
             if endpoint is None or h.name == endpoint:
                 h.engine.check(None, timeout, fresh=fresh)
 
+    def events(self, endpoint: str, label: str):
+        for h in self.hosts:
+            if h.name == endpoint:
+                return h.engine.events(endpoint, label)
+        raise NotImplementedError
+
     def only(self, endpoints: tuple[str, ...]) -> "HostsEngine":
         kept = HostsEngine([h for h in self.hosts if h.name in endpoints] or list(self.hosts[:1]))
         kept._where = {cid: h for cid, h in self._where.items() if h.name in endpoints}

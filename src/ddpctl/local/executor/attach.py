@@ -29,7 +29,7 @@ from ddpctl.local.executor.lines import (
     peer_loss_line,
     split_rank,
 )
-from ddpctl.local.executor.stream import Streams, await_engine, engine_wait_s
+from ddpctl.local.executor.stream import EngineWatch, Streams, await_engine, engine_wait_s
 
 
 class OutputClosed(Exception):
@@ -93,7 +93,7 @@ def read_line(outcome: Outcome, text: str) -> None:
 
 def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_failure: bool = True,
            mute_after: Callable[[int], bool] | None = None, say: Say = _quiet,
-           wait_s: float | None = None) -> Outcome:
+           wait_s: float | None = None, watch: EngineWatch | None = None) -> Outcome:
     """Stream every node's output until all exit; stop the job at the first failure.
 
     Each line is ``node-N rank-R | text`` (a worker) or ``node-N | text`` (the node's launcher). Raises
@@ -116,14 +116,14 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
     outcome = Outcome({}, None)
     try:
         _loop(job, engine, streams, outcome, out=out, color=color, width=width, stop_on_failure=stop_on_failure,
-              mute_after=mute_after, say=say, wait_s=wait_s)
+              mute_after=mute_after, say=say, wait_s=wait_s, watch=watch)
     finally:
         streams.close()
     return outcome
 
 
 def _loop(job: Job, engine: Engine, streams: Streams, outcome: Outcome, *, out, color: bool, width: int,
-          stop_on_failure: bool, mute_after, say: Say, wait_s: float) -> None:
+          stop_on_failure: bool, mute_after, say: Say, wait_s: float, watch: EngineWatch | None) -> None:
     codes, stopped = outcome.codes, outcome.stopped
     lost_peer: set[int] = set()  # nodes whose launcher said its failure was a lost peer
     fails: dict[int, int] = {}  # node -> broken streams in a row while its engine answered
@@ -140,6 +140,8 @@ def _loop(job: Job, engine: Engine, streams: Streams, outcome: Outcome, *, out, 
         if stop_at is not None and time.monotonic() >= stop_at:
             stop_at = None
             stop_the_rest()
+        for name, when, why in watch.breaks() if watch else ():
+            streams.q.put(("lost", None, why, (name, when)))
         try:
             kind, rank, value, extra = streams.q.get(timeout=0.2)
         except queue.Empty:
@@ -147,12 +149,18 @@ def _loop(job: Job, engine: Engine, streams: Streams, outcome: Outcome, *, out, 
                 raise OutputClosed() from None
             continue
         if kind == "lost":
+            broke = None
+            if isinstance(extra, tuple):  # the engine's event stream broke at that time
+                extra, broke = extra
             if rank is not None and rank in codes:
                 continue
             away = await_engine(engine, extra, value, wait_s=wait_s, say=say, describe=_describe(engine))
             if away is None:
                 outcome.lost = Lost(extra, value, wait_s)
                 return
+            if broke is not None and away == 0:  # it went away, and was back before this was read
+                away = time.monotonic() - broke
+                say(f"{_describe(engine)(extra)} went away ({value[:160]}) and answers again after {away:.1f} s")
             if away > 0:
                 outcome.outages.append((extra, away))
             if rank is not None:

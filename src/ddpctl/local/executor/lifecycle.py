@@ -105,6 +105,7 @@ def run_attached(job: Job, engine: Engine, *, rm: bool = False, color: bool = Fa
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGTERM, on_sigterm) if main else None
+    old_int = signal.getsignal(signal.SIGINT) if main else None
     try:
         finished = supervise(job, engine, out=out, color=color, say=say, wait_s=wait_s, argv=argv)
     except (KeyboardInterrupt, OutputClosed) as exc:
@@ -122,6 +123,8 @@ def run_attached(job: Job, engine: Engine, *, rm: bool = False, color: bool = Fa
     finally:
         if main and old is not None:
             signal.signal(signal.SIGTERM, old)
+            if old_int is not None:
+                signal.signal(signal.SIGINT, old_int)
     if rm and finished.outcome.lost is None:
         remove(job, engine, say)
     return finished

@@ -122,6 +122,52 @@ class Streams:
         self._stop.set()
 
 
+class EngineWatch:
+    """One event stream per engine of a job, open for the whole run: it breaks when that daemon goes away, even
+    when the daemon is back before anything else noticed (a restart stops the containers on connections it
+    still serves, then exits). :meth:`breaks` hands the main flow each break (endpoint, when, why)."""
+
+    def __init__(self, engine: Engine, label: str) -> None:
+        self.engine, self.label = engine, label
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._breaks: list[tuple[str, float, str]] = []
+        for name in engine.endpoints():
+            threading.Thread(target=self._watch, args=(name,), daemon=True).start()
+
+    def _watch(self, name: str) -> None:
+        while not self._stop.is_set():
+            try:
+                for _ in self.engine.events(name, self.label):
+                    if self._stop.is_set():
+                        return
+                reason = "its event stream ended"
+            except NotImplementedError:
+                return
+            except Exception as exc:  # noqa: BLE001 - handed to the main flow
+                reason = _reason(exc)
+                if "timed out" in reason.lower():
+                    continue  # a quiet stream hit the client's read timeout: the daemon is fine
+            if self._stop.is_set():
+                return
+            with self._lock:
+                self._breaks.append((name, time.monotonic(), reason))
+            while not self._stop.wait(0.5):  # reopen once it answers
+                try:
+                    self.engine.check(name, PING_TIMEOUT_S, fresh=True)
+                    break
+                except Exception:  # noqa: BLE001
+                    continue
+
+    def breaks(self) -> list[tuple[str, float, str]]:
+        with self._lock:
+            out, self._breaks = self._breaks, []
+        return out
+
+    def close(self) -> None:
+        self._stop.set()
+
+
 def await_engine(engine: Engine, endpoint: str, reason: str, *, wait_s: float, say: Say = _quiet,
                  describe: Callable[[str], str] | None = None, clock=time.monotonic, nap=time.sleep,
                  fresh: bool = False) -> float | None:

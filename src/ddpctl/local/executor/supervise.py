@@ -14,15 +14,19 @@ when the program did not say it finished (ddp-train's summary record).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from ddpctl.errors import JobFailed
 from ddpctl.local.engine import Engine
 from ddpctl.local.executor import ending
 from ddpctl.local.executor.attach import Outcome, attach, failure_message, job_root_cause
-from ddpctl.local.executor.common import Say, _quiet
+from ddpctl.local.executor.common import Say, _quiet, job_label
 from ddpctl.local.executor.create import Job, restart
+from ddpctl.local.executor.stream import EngineWatch
 from ddpctl.local.restarts import retryable
+
+SETTLE_S = 1.5  # how long nodes that all died together wait for their daemon to show it is stopping
 
 
 @dataclass
@@ -36,7 +40,8 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _engines_still_there(job: Job, engine: Engine, outcome: Outcome, say: Say, wait_s: float | None) -> None:
+def _engines_still_there(job: Job, engine: Engine, outcome: Outcome, say: Say, wait_s: float | None,
+                         watch: EngineWatch) -> None:
     """Nodes that died together may have died with their engine: a daemon that is stopping (a restart, an
     upgrade) stops every container, still answering on the connections it has, and only then goes away. So the
     engines of the failed nodes are asked on a new connection; one that does not answer is waited for (an
@@ -45,6 +50,9 @@ def _engines_still_there(job: Job, engine: Engine, outcome: Outcome, say: Say, w
     from ddpctl.local.executor.stream import await_engine, engine_wait_s
 
     wait = engine_wait_s() if wait_s is None else wait_s
+    if len(outcome.stopped) == 0 and all(retryable(c) for c in outcome.codes.values()):
+        time.sleep(SETTLE_S)  # every node died of its own, together: give a stopping daemon time to go
+    broke = {name: when for name, when, _ in watch.breaks()}
     names = []
     for node, code in outcome.codes.items():
         if retryable(code):
@@ -60,6 +68,9 @@ def _engines_still_there(job: Job, engine: Engine, outcome: Outcome, say: Say, w
         if away is None:
             outcome.lost = Lost(name, "it did not answer after the nodes stopped", wait)
             return
+        if name in broke and away == 0:  # its event stream broke: it went away, and is back already
+            away = time.monotonic() - broke[name]
+            say(f"{_describe(engine)(name)} went away (its event stream broke) and answers again after {away:.1f} s")
         if away > 0:
             outcome.outages.append((name, away))
 
@@ -68,15 +79,24 @@ def supervise(job: Job, engine: Engine, *, out=None, color: bool = False, say: S
               wait_s: float | None = None, argv: list[str] | None = None) -> Finished:
     """Attach to ``job`` until it succeeds or fails for good; ``say`` gets the one line of each restart and
     of each engine outage. ``argv``: the ``ddpctl`` command line, for the command that resumes the job."""
+    watch = EngineWatch(engine, job_label(job.plan.job))
+    try:
+        return _supervise(job, engine, out=out, color=color, say=say, wait_s=wait_s, argv=argv, watch=watch)
+    finally:
+        watch.close()
+
+
+def _supervise(job: Job, engine: Engine, *, out, color: bool, say: Say, wait_s: float | None,
+               argv: list[str] | None, watch: EngineWatch) -> Finished:
     plan = job.plan
     while True:
         left = plan.max_restarts - job.restarts
         outcome = attach(job, engine, out=out, color=color, mute_after=retryable if left > 0 else None, say=say,
-                         wait_s=wait_s)
+                         wait_s=wait_s, watch=watch)
         if outcome.step is not None:
             job.step = max(job.step or 0, outcome.step)
         if outcome.lost is None and any(retryable(c) for c in outcome.codes.values()):
-            _engines_still_there(job, engine, outcome, say, wait_s)
+            _engines_still_there(job, engine, outcome, say, wait_s, watch)
         if outcome.lost is not None:
             return Finished(outcome, ending.engine_lost(job, engine, outcome, argv), job.restarts)
         if outcome.first_failure is None:
