@@ -87,6 +87,11 @@ def up(**kw) -> None:
     pip = wsopts.pip_options(kw)
     wsopts.absolute_code_paths(kw, bool(bake))
     spec = dh.up_spec(kw)
+    from ddpctl.local import executor
+
+    wait_s = executor.engine_wait_s()  # a bad DDPCTL_ENGINE_WAIT is refused before anything starts
+    if resume:
+        executor.check_resume(spec.max_restarts, spec.name)
     if not (bake or spec.workspace.dir):
         wsopts.refuse_unused(pip, spec.workspace.requirements, flag="--bake")
     if bake or spec.workspace.dir:
@@ -97,7 +102,6 @@ def up(**kw) -> None:
             spec = baking.with_image(spec, baking.planned_ref(spec))
         else:
             spec = baking.bake(spec, push=False, pip=pip)
-    from ddpctl.local import executor
 
     spec, engine = dh.place(spec)
     several = bool(spec.docker_hosts)  # node i on Docker host i; threads are set in each container (CPUs unknown here)
@@ -118,7 +122,6 @@ def up(**kw) -> None:
     from ddpctl.host import gpu_count as host_gpu_count
     from ddpctl.local import restarts
 
-    wait_s = executor.engine_wait_s()  # a bad DDPCTL_ENGINE_WAIT is refused before anything starts
     started = executor.start_job(plan, engine, several=several, resume=resume, say=err,
                              host_gpus=0 if several or not plan.wants_gpus else host_gpu_count())
     job = started.job

@@ -44,7 +44,7 @@ from ddpctl.local.executor.attach import (
     root_cause,
 )
 from ddpctl.local.executor.common import MANAGED, Say, job_label
-from ddpctl.local.executor.create import Job, create, remove_job, restart, rollback, start, up
+from ddpctl.local.executor.create import Job, check_resume, create, remove_job, restart, rollback, start, up
 from ddpctl.local.executor.ending import EXIT_ENGINE_LOST, resume_argv
 from ddpctl.local.executor.hosts import ensure_image, preflight_hosts, up_hosts
 from ddpctl.local.executor.jobs import (
@@ -89,5 +89,5 @@ __all__ = [
     "silent_ranks_line", "split_rank", "start", "supervise", "up", "wait_for_line",
     "ensure_image", "preflight_hosts", "up_hosts",
     "ENGINE_WAIT_ENV", "EXIT_ENGINE_LOST", "Lost", "Started", "Stopped", "engine_wait_s", "resume_argv",
-    "run_attached", "start_job",
+    "check_resume", "run_attached", "start_job",
 ]

@@ -145,12 +145,12 @@ def restart(job: Job, engine: Engine) -> None:
                           "fix the cause above and run 'ddpctl up' again") from None
 
 
-def check_resume(plan: LocalPlan) -> None:
+def check_resume(max_restarts: int, job: str) -> None:
     """``up --resume`` needs checkpoints to resume from: ``--max-restarts`` (a checkpoint directory)."""
-    if not plan.max_restarts:
+    if not max_restarts:
         from ddpctl.errors import UsageError
 
-        raise UsageError(f"--resume continues job {plan.job} from its checkpoints, which only a job with "
+        raise UsageError(f"--resume continues job {job} from its checkpoints, which only a job with "
                          "--max-restarts keeps (in /checkpoints)", "add --max-restarts N, or drop --resume")
 
 
@@ -163,7 +163,7 @@ def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = _quiet,
     when the job starts: never in the plan or a dry run. ``resume``: keep the finished run's checkpoint volume
     and start every node as on a restart (ddp-train ``--resume auto``)."""
     if resume:
-        check_resume(plan)
+        check_resume(plan.max_restarts, plan.job)
     secrets = secret_values(plan, os.environ if environ is None else environ)
     previous = preflight(plan, engine, host_gpus=host_gpus, port_check=port_check)
     if previous:

@@ -70,7 +70,7 @@ def up_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = _quiet,
              environ: Mapping[str, str] | None = None, resume: bool = False) -> Job:
     """Preflight every host, replace a finished run of the same name, create all, start all (node 0 first)."""
     if resume:
-        check_resume(plan)
+        check_resume(plan.max_restarts, plan.job)
     secrets = secret_values(plan, os.environ if environ is None else environ)
     if preflight_hosts(plan, engine, say=say):
         say(f"removing the finished earlier run of job {plan.job}")
