@@ -19,6 +19,7 @@ class Up:
         self.proc = subprocess.Popen([DDPCTL, "up", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env={**env, "NO_COLOR": "1"})
         self.lines: list[str] = []
+        self.times: list[float] = []  # time.monotonic() when each line came
         self.err = ""
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -27,6 +28,7 @@ class Up:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
+            self.times.append(time.monotonic())
             self.lines.append(line.rstrip("\n"))
 
     def _read_err(self) -> None:
@@ -35,6 +37,16 @@ class Up:
     def step(self) -> int:
         found = [int(m.group(1)) for ln in self.lines for m in [re.search(r"\(global (\d+)\)", ln)] if m]
         return max(found, default=0)
+
+    def first_step_after_resume(self, t: float) -> float | None:
+        """When the first training line came after the first 'resumed from' line after time ``t``."""
+        resumed = False
+        for when, ln in zip(self.times, self.lines, strict=False):
+            if when > t and "ddp-train: resumed from " in ln:
+                resumed = True
+            elif resumed and re.search(r"\(global \d+\)", ln):
+                return when
+        return None
 
     def wait_step(self, n: int, timeout: float = 240) -> None:
         end = time.monotonic() + timeout

@@ -64,9 +64,13 @@ def test_daemon_restart_with_max_restarts_restarts_the_job_from_its_checkpoint(o
     up = Up(["--name", job, "--image", own.image, "--nodes", "2", "--max-restarts", "2", "--", *TRAIN], own.env(DDPCTL_ENGINE_WAIT=WAIT))
     up.wait_step(6)
     at = up.step()
+    t0 = time.monotonic()
     away = own.restart()
     code = up.finish()
-    print(f"daemon away {away:.1f} s at step {at}; ddpctl up ended in {time.monotonic() - up.t0:.1f} s")
+    resumed = up.first_step_after_resume(t0)
+    recovery = f"{resumed - t0:.1f} s" if resumed else "?"
+    print(f"daemon away {away:.1f} s at step {at}; restart to the next training step {recovery}; ddpctl up ended in "
+          f"{time.monotonic() - up.t0:.1f} s")
     assert code == 0, up.out()
     no_traceback(up)
     err = up.err
@@ -83,8 +87,10 @@ def test_daemon_restart_with_max_restarts_restarts_the_job_from_its_checkpoint(o
 def test_daemon_restart_without_restarts_ends_with_69_the_step_and_the_command(own, job):
     up = Up(["--name", job, "--image", own.image, "--nodes", "2", "--", *TRAIN], own.env(DDPCTL_ENGINE_WAIT=WAIT))
     up.wait_step(4)
-    own.restart()
+    t0 = time.monotonic()
+    away = own.restart()
     code = up.finish()
+    print(f"daemon away {away:.1f} s; ddpctl up ended {time.monotonic() - t0:.1f} s after the restart began")
     assert code == 69, up.out()
     no_traceback(up)
     last = up.err.strip().splitlines()[-1]

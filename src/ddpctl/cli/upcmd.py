@@ -123,14 +123,14 @@ def up(**kw) -> None:
     from ddpctl.local import restarts
 
     started = executor.start_job(plan, engine, several=several, resume=resume, say=err,
-                             host_gpus=0 if several or not plan.wants_gpus else host_gpu_count())
+                                 host_gpus=0 if several or not plan.wants_gpus else host_gpu_count())
     job = started.job
     on = f" on {len(spec.docker_hosts)} Docker host(s)" if several else ""
     where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
     err(f"job {plan.job}: {len(job.ids)} node(s){on}, world size {plan.world_size}, image {plan.image}"
         + (f", up to {plan.max_restarts} restart(s), checkpoints in {restarts.CHECKPOINT_DIR} ({where})"
            if plan.max_restarts else "")
-        + (", resumed from its checkpoints" if resume else "")
+        + (", resuming from its checkpoints" if resume else "")
         + f" (started in {started.seconds:.1f}s)")
     note = restarts.checkpoint_cadence_note(plan.containers[0].argv) if plan.max_restarts else None
     if note:
