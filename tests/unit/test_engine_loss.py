@@ -288,3 +288,32 @@ def test_follow_ends_in_one_line_when_the_engine_does_not_come_back(no_thread_tr
     with pytest.raises(EngineError) as got:
         list(executor.follow_logs(engine, "j", wait_s=0.3))
     assert "did not come back within" in str(got.value) and "\n" not in str(got.value)
+
+
+def test_the_event_stream_shows_a_daemon_that_went_away_and_came_back(no_thread_tracebacks):
+    """A daemon restart that is over before anything else noticed still breaks the job's event stream."""
+    class Events(Daemon):
+        def __init__(self):
+            super().__init__([{0: OK0, 1: OK1}])
+            self.opened = 0
+
+        def events(self, endpoint, label):
+            self.opened += 1
+            assert label == "ddpctl.job=j"
+            if self.opened == 1:
+                def gen():
+                    yield {"status": "start"}
+                    raise ConnectionError("Connection aborted: the daemon went away")
+                return gen()
+            return iter(())  # reopened: ends at once, as a stream of a quiet job would not; stop here
+    engine = Events()
+    watch = stream.EngineWatch(engine, "ddpctl.job=j")
+    try:
+        deadline = time.monotonic() + 5
+        got = []
+        while not got and time.monotonic() < deadline:
+            got = watch.breaks()
+            time.sleep(0.05)
+    finally:
+        watch.close()
+    assert got and got[0][0] == "unix:///test.sock" and "the daemon went away" in got[0][2]
