@@ -317,3 +317,14 @@ def test_the_event_stream_shows_a_daemon_that_went_away_and_came_back(no_thread_
     finally:
         watch.close()
     assert got and got[0][0] == "unix:///test.sock" and "the daemon went away" in got[0][2]
+
+
+def test_with_rm_the_checkpoint_volume_is_gone_so_the_command_runs_the_job_again():
+    engine = Daemon([{0: (_lines(8), 0), 1: OK1}], outage=(0, 4, 0.3, 143))
+    finished, _, _ = _run(engine, max_restarts=0, argv=["up", "--rm", "--nodes", "2", "--", "ddp-train"])
+    assert finished.failure.message.endswith("run it again with: ddpctl up --rm --nodes 2 -- ddp-train")
+    job = executor.Job(plan_local(spec_from_dict({"name": "j", "nodes": 2, "max_restarts": 1}), cwd=CWD), {}, None)
+    assert "its checkpoints went with it (--rm): run it again with: ddpctl up --rm" in ending._again(["up", "--rm"], job)
+    mine = executor.Job(plan_local(spec_from_dict({"name": "j", "nodes": 2, "max_restarts": 1,
+                                                   "volumes": ["/nfs/ckpt:/checkpoints"]}), cwd=CWD), {}, None)
+    assert ending._again(["up", "--rm"], mine).startswith("resume it from its last checkpoint with: ddpctl up --resume")

@@ -35,11 +35,15 @@ def resume_argv(argv: list[str] | None, job: Job, *, removed: bool = False) -> l
 
 
 def _again(argv: list[str] | None, job: Job, *, removed: bool = False) -> str:
+    # --rm removes the job as it ends, its checkpoint volume too (a directory of the user's stays)
+    removed = removed or ("--rm" in (argv or []) and bool(job.plan.checkpoint_volume))
     words = resume_argv(argv, job, removed=removed)
     if not words:
         return ""
     if RESUME_FLAG in words:
         return f"resume it from its last checkpoint with: {shlex.join(words)}"
+    if job.plan.containers and job.plan.containers[0].restart_argv is not None:
+        return f"its checkpoints went with it (--rm): run it again with: {shlex.join(words)}"
     return f"no checkpoints are kept without --max-restarts: run it again with: {shlex.join(words)}"
 
 
