@@ -18,7 +18,7 @@ import signal
 
 import torch
 
-from .errors import EXIT_CHECKPOINT, TrainError
+from .errors import EXIT_CHECKPOINT, EXIT_STORAGE, TrainError
 
 FORMAT = "ddp-train-checkpoint/1"
 _NAME = re.compile(r"^ckpt-(\d{8})\.pt$")
@@ -45,17 +45,75 @@ def _fsync_dir(path):
 def _atomic_write(path, data: bytes, kill_midway=False):
     d = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        if kill_midway:
-            f.write(data[: len(data) // 2])
+    try:
+        with open(tmp, "wb") as f:
+            if kill_midway:
+                f.write(data[: len(data) // 2])
+                f.flush()
+                os.fsync(f.fileno())
+                os.kill(os.getpid(), signal.SIGKILL)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-            os.kill(os.getpid(), signal.SIGKILL)
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)  # a full disk must not keep the partial temp file (nor fill up with one per attempt)
+        raise
     _fsync_dir(d)
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def free_bytes(path):
+    """Bytes free to this user where ``path`` (or its nearest existing parent) lives, or None."""
+    path = os.path.abspath(path)
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _size(n):
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def write_failed(output_dir, exc: OSError, needed: int) -> TrainError:
+    """One line for a checkpoint that could not be written: the directory, why, its free space, the fix."""
+    prev = list_checkpoints(output_dir)
+    kept = f"the previous checkpoint {os.path.basename(prev[-1])} is intact" if prev else "no earlier checkpoint"
+    why = exc.strerror or type(exc).__name__
+    needs = f", this checkpoint needs {_size(needed)}" if needed else ""
+    return TrainError(f"cannot write a checkpoint to {output_dir}: {why} ({_size(free_bytes(output_dir))} free"
+                      f"{needs}); {kept}; free space there, mount a writable and larger "
+                      "directory, or point --output-dir elsewhere (--keep-checkpoints fewer)", EXIT_STORAGE)
+
+
+def _write_pair(output_dir, path, data: bytes, meta: dict, kill: bool) -> None:
+    """The checkpoint, then its sidecar; on a write error (full disk, read-only mount) neither is left and a
+    one-line :class:`TrainError` (exit 7, permanent) names the directory and its free space."""
+    try:
+        _atomic_write(path, data, kill_midway=kill)
+        try:
+            _atomic_write(path + ".json", (json.dumps(meta) + "\n").encode())
+        except BaseException:
+            _remove(path)  # without its sidecar it would never load: give the space back
+            raise
+    except OSError as exc:
+        raise write_failed(output_dir, exc, len(data)) from None
 
 
 def save(output_dir, payload: dict, keep: int = 3) -> str:
@@ -63,15 +121,17 @@ def save(output_dir, payload: dict, keep: int = 3) -> str:
     global _saves
     _saves += 1
     kill = os.environ.get("DDP_TRAIN_TEST_KILL_IN_SAVE") == str(_saves)
-    os.makedirs(output_dir, exist_ok=True)
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+    except OSError as exc:
+        raise write_failed(output_dir, exc, 0) from None
     buf = io.BytesIO()
     torch.save({"format": FORMAT, **payload}, buf)
     data = buf.getvalue()
     path = os.path.join(output_dir, f"ckpt-{int(payload['step']):08d}.pt")
-    _atomic_write(path, data, kill_midway=kill)
     meta = {"format": FORMAT, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
             "step": int(payload["step"]), "epoch": int(payload["epoch"])}
-    _atomic_write(path + ".json", (json.dumps(meta) + "\n").encode())
+    _write_pair(output_dir, path, data, meta, kill)
     for old in list_checkpoints(output_dir)[:-keep] if keep else []:
         for p in (old, old + ".json"):
             try:

@@ -16,6 +16,7 @@ EXIT_DATA = 3  # missing or corrupt data set files
 EXIT_SYNC = 4  # the sync check (or `compare`) found ranks/checkpoints that differ
 EXIT_CHECKPOINT = 5  # a checkpoint asked for cannot be loaded or does not fit this run
 EXIT_DEPENDENCY = 6  # an optional dependency (torchvision, CUDA) is needed but missing
+EXIT_STORAGE = 7  # a checkpoint cannot be written (disk full, read-only mount, no permission): retrying cannot help
 EXIT_MASTER_UNREACHABLE = 128  # MASTER_ADDR:MASTER_PORT never opened within --connect-timeout
 EXIT_LOST_PEER = 129  # a peer died, a connection closed or a collective timed out
 # Stopped on SIGTERM/SIGUSR1 (eviction, preemption, Slurm's --signal) after saving a checkpoint at the step

@@ -168,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         torchrun_main(args)
         return 0
     args = _with_tee(args)
+    from .threads import apply_for_launch
+
+    apply_for_launch(args)
     os.environ.setdefault("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", PREFIX_TEMPLATE)
     from .netenv import apply as apply_socket_rule
 

@@ -56,12 +56,23 @@ class MetricsFile:
 
     def write(self, event, **fields):
         if self.f:
-            self.f.write(json.dumps({"event": event, "time": round(time.time(), 3), **fields}) + "\n")
+            try:
+                self.f.write(json.dumps({"event": event, "time": round(time.time(), 3), **fields}) + "\n")
+            except OSError as exc:  # a full disk: the metrics stop, the run goes on (a checkpoint write says it)
+                print(f"ddp-train: warning: cannot write the metrics file {self.f.name} ({exc.strerror or exc}); "
+                      "no more metrics lines are written", file=sys.stderr)
+                self._drop()
+
+    def _drop(self):
+        f, self.f = self.f, None
+        try:
+            f.close()
+        except OSError:
+            pass
 
     def close(self):
         if self.f:
-            self.f.close()
-            self.f = None
+            self._drop()
 
 
 class GpuStats:

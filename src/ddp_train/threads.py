@@ -79,3 +79,31 @@ def apply(env: dict | os._Environ | None = None) -> int:
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     return threads
+
+
+def _nproc_flag(argv: list[str]) -> str | None:
+    """torchrun's ``--nproc-per-node`` value (``--flag V`` / ``--flag=V``) among its own flags, or None."""
+    flags_only = {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path",
+                  "--virtual-local-rank", "--virtual_local_rank"}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-"):
+            return None  # the workers' command begins: its flags are its own
+        key, eq, value = arg.partition("=")
+        if key in ("--nproc-per-node", "--nproc_per_node"):
+            return value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+        i += 1 if eq or key in flags_only else 2
+    return None
+
+
+def apply_for_launch(argv: list[str], env=None) -> None:
+    """In ``ddp-train-launch``, before torchrun starts the workers: with ``DDP_TRAIN_THREADS=auto`` export
+    ``OMP_NUM_THREADS`` by the rule for whatever command the workers run (torchrun keeps a set value instead of
+    its own 1): this container's CPUs / (processes per node x nodes sharing the host)."""
+    env = os.environ if env is None else env
+    if env.get(AUTO_ENV) != "auto":
+        return
+    nproc = _nproc_flag(argv) or env.get("PET_NPROC_PER_NODE") or "1"
+    threads, _ = decide({**env, "LOCAL_WORLD_SIZE": nproc if nproc.isdigit() else "1"})
+    env["OMP_NUM_THREADS"] = str(threads)

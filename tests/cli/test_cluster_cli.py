@@ -41,6 +41,13 @@ def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
     assert printed["containers"][0]["user"] == f"{os.getuid()}:{os.getgid()}"
 
 
+def test_a_bad_engine_wait_is_refused_before_anything_starts(tmp_path):
+    proc = run("up", "--nodes", "2", env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock",
+                                         "DDPCTL_ENGINE_WAIT": "soon"})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "error: DDPCTL_ENGINE_WAIT='soon' is not a number of seconds from 0 to 86400" in proc.stderr
+
+
 @pytest.mark.parametrize("args, needle", [
     (["down"], "give a job name or --all"),
     (["down", "x", "--all"], "give a job name or --all"),
@@ -49,6 +56,8 @@ def test_dry_run_prints_the_plan_and_imports_neither_docker_nor_torch(tmp_path):
     (["logs", "x", "--node", "-1"], "--node must be at least 0"),
     (["logs", "x", "--node", "one"], "'one' is not a valid integer; see 'ddpctl logs --help'"),
     (["up", "--nodes", "0", "--dry-run"], "'nodes'"),
+    (["up", "--resume", "--nodes", "2"], "--resume continues job ddp from its checkpoints, which only a job with "
+                                         "--max-restarts keeps"),
     # pip's options and --requirements without --bake would be ignored (the --workdir is mounted): refused
     (["up", "--wheelhouse", ".", "--dry-run"], "--wheelhouse only applies to a workspace image, built with --bake"),
     (["up", "--workdir", ".", "--requirements", "r.txt", "--dry-run"], "--requirements only applies"),

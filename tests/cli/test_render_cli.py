@@ -130,7 +130,9 @@ def test_flags_override_file_and_command_after_dashes(tmp_path):
     assert result.returncode == 0, result.stderr
     doc = yaml.safe_load(result.stdout)
     svc = doc["services"]["merged-node-1"]
-    assert svc["environment"] == {"PYTHONUNBUFFERED": "1", "A": "file", "B": "flag", "C": "new"}
+    # ddpctl's own launch variables (the thread rule for any command) beside the file's and the flags' values
+    assert svc["environment"] == {"PYTHONUNBUFFERED": "1", "DDP_TRAIN_THREADS": "auto", "DDP_TRAIN_NODES_PER_HOST": "2",
+                                  "A": "file", "B": "flag", "C": "new"}
     assert svc["command"][-5:] == ["--no-python", "python", "train.py", "--epochs", "3"]
 
 

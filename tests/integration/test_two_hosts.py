@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -443,3 +444,37 @@ def test_unreachable_ssh_host_is_one_line_and_leaves_nothing(two_hosts, cpu_imag
     assert len(lines) == 1 and lines[0].startswith(f"error: cannot reach Docker host {second} (ssh: "), proc.stderr
     assert reason in lines[0] and fix in lines[0], lines[0]
     assert a.labelled(job) == [] and b.labelled(job) == []
+
+
+# ------------------------------------------------------------------------------------- a host lost for good
+
+
+def test_a_host_stopped_mid_job_ends_it_naming_the_host_and_down_cleans_it_when_back(two_hosts, cpu_image, job):
+    """Host b's daemon is stopped (as 'systemctl stop docker' does) while the job trains and does not come back
+    within DDPCTL_ENGINE_WAIT: the job ends with exit 69 naming host b, its node on host a is removed, and once
+    host b is back 'ddpctl down' removes what was left there."""
+    from attached import Up, no_traceback
+
+    a, b = two_hosts.hosts
+    urls = ",".join(two_hosts.urls)
+    up = Up(["--name", job, "--nodes", "2", "--docker-hosts", urls, "--hosts", ",".join(two_hosts.addresses),
+             "--image", cpu_image, "--", "ddp-train", "--epochs", "1"],
+            {**os.environ, **_hosts_env(two_hosts), "DDPCTL_ENGINE_WAIT": "5"})
+    up.wait_step(3)
+    try:
+        t0 = time.monotonic()
+        two_hosts.stop_daemon(b)
+        code = up.finish(timeout=180)
+        print(f"ddpctl up ended {time.monotonic() - t0:.1f} s after host b's daemon was stopped")
+        assert code == 69, up.out()
+        no_traceback(up)
+        last = up.err.strip().splitlines()[-1]
+        assert re.match(rf"error: job {job} stopped at step \d+: Docker host {re.escape(b.url)} went away \(", last), last
+        assert "did not come back within 5 s; its 1 container(s) on the other host(s) were removed" in last, last
+        assert f"when it is back, 'ddpctl down {job} --docker-hosts {urls}' removes what is left there" in last, last
+        assert a.labelled(job) == []
+    finally:
+        two_hosts.start_daemon(b)
+    assert b.labelled(job) == [f"{job}-node-1"]  # left there while the host was away
+    down = ddpctl("down", job, "--docker-hosts", urls, env=_hosts_env(two_hosts))
+    assert down.returncode == 0 and "removed 1 container(s)" in down.stderr, down.stderr

@@ -190,7 +190,6 @@ class TwoHosts:
         data.mkdir()
         _run("mount", "-t", "tmpfs", "-o", "size=6g,mode=0711", f"ddpctl-test-{h.netns}", str(data))
         h.mounted = True
-        dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
         # Like a machine of its own: its own host name, resolving (in its /etc/hosts) to its LAN address, as
         # gloo and torchrun expect (they bind to the address of gethostname()); no DNS server on this LAN.
         hosts = h.root / "hosts"
@@ -198,6 +197,11 @@ class TwoHosts:
                          + "".join(f"{o.addr}\t{o.hostname}\n" for o in self.hosts))
         resolv = h.root / "resolv.conf"
         resolv.write_text("# no DNS server on the test LAN\noptions timeout:1 attempts:1\n")
+        self._spawn_daemon(h)
+
+    def _spawn_daemon(self, h: Host) -> None:
+        data, hosts, resolv = h.root / "data", h.root / "hosts", h.root / "resolv.conf"
+        dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
         # nsenter --net: into the host's network namespace (not `ip netns exec`: it remounts /sys, hiding
         # /sys/fs/cgroup from the daemon); unshare: a UTS namespace for the host name and a mount namespace
         # (the data root mounted above still shows) for the two files. Each execs the next: h.proc is dockerd.
@@ -209,9 +213,31 @@ class TwoHosts:
                 "--ip-masq=false", "--ip6tables=false", *self.pki.dockerd_args(h.name, h.addr)]
         env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
         env["PATH"] = f"{env.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"
-        h.log = (h.root / "dockerd.log").open("w")
+        h.log = (h.root / "dockerd.log").open("a")
         h.proc = subprocess.Popen(argv, stdout=h.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                   env=env, start_new_session=True)
+
+    def stop_daemon(self, h: Host, timeout: float = 60) -> None:
+        """Stop host ``h``'s dockerd as 'systemctl stop docker' does (SIGTERM: it stops its containers first)."""
+        if h.proc and h.proc.poll() is None:
+            h.proc.send_signal(signal.SIGTERM)
+            try:
+                h.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                h.proc.kill()
+                h.proc.wait(timeout=10)
+        if h.log:
+            h.log.close()
+            h.log = None
+
+    def start_daemon(self, h: Host, timeout: float = 90) -> None:
+        """Start host ``h``'s dockerd again (after :meth:`stop_daemon`) on the same data root."""
+        self._spawn_daemon(h)
+        end = time.monotonic() + timeout
+        while h.docker("version", check=False, timeout=10).returncode != 0:
+            if h.proc.poll() is not None or time.monotonic() > end:
+                raise RuntimeError(f"dockerd {h.name} did not come back:\n{h.log_tail()}")
+            time.sleep(0.3)
 
     def load_image(self, ref: str) -> None:
         """One ``docker save REF`` from the shared engine, streamed into ``docker load`` on both hosts."""

@@ -133,3 +133,32 @@ def test_slurm_partition_and_pyxis():
     assert by_name(dr.run(dr.Options("slurm", partition="a100"), p))["partitions"].status == "fail"
     r = by_name(dr.run(dr.Options("slurm", container="apptainer"), p))
     assert r["apptainer"].status == "fail"
+
+
+def test_checkpoint_space_is_checked_when_the_checkpoint_size_is_known():
+    """A job volume (in the engine's data root) or a mounted directory too small for the kept checkpoints plus the
+    one being written fails before the run; the size comes from the flag or from a checkpoint already there."""
+    MiB = 1024**2
+
+    def with_space(free, **over):
+        p = probes(**over)
+        d = p.docker
+        p.docker = lambda: {**d(), "info": {"DockerRootDir": "/var/lib/docker"}}
+        p.free_bytes = lambda path: free.get(path)
+        return p
+
+    assert "checkpoint-space" not in dr.plan(dr.Options("local"))  # nothing asked, nothing checked
+    small = by_name(dr.run(dr.Options("local", checkpoint_size=100 * MiB), with_space({"/var/lib/docker": 300 * MiB})))
+    c = small["checkpoint space"]
+    assert c.status == "fail" and "300.0 MiB free in /var/lib/docker" in c.detail
+    assert "4 checkpoint(s) of 100.0 MiB (from --checkpoint-size; the 3 kept plus the one being written) need 400.0 MiB" \
+        in c.detail and "keep fewer checkpoints" in c.fix
+    roomy = dr.Options("local", checkpoint_size=100 * MiB, keep_checkpoints=1)
+    assert by_name(dr.run(roomy, with_space({"/var/lib/docker": 300 * MiB})))["checkpoint space"].status == "ok"
+    # the size read from a checkpoint already in the mounted directory (a resumed job)
+    p = with_space({"/ckpt": 50 * MiB}, dirs={"/ckpt": ["ckpt-00000010.pt", "ckpt-00000010.pt.json", "x"]})
+    p.read = lambda path: '{"bytes": 20971520}' if path == "/ckpt/ckpt-00000010.pt.json" else None
+    got = by_name(dr.run(dr.Options("local", checkpoint_dir="/ckpt"), p))["checkpoint space"]
+    assert got.status == "fail" and "from the checkpoints in /ckpt" in got.detail and "need 80.0 MiB" in got.detail
+    unknown = by_name(dr.run(dr.Options("local", checkpoint_dir="/ckpt"), with_space({"/ckpt": 50 * MiB})))
+    assert unknown["checkpoint space"].status == "ok" and "checkpoint size unknown" in unknown["checkpoint space"].detail

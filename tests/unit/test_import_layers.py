@@ -151,13 +151,6 @@ def private_imports(package: str) -> list[str]:
     return sorted(bad)
 
 
-# The executor's shared helpers, still private while the executor's modules are being reworked; the next
-# change there makes them public and empties this set.
-PRIVATE_FOR_NOW = {"_quiet", "_reason", "_split_lines"}
-
-
 def test_no_module_imports_another_modules_private_name():
     for package in ("ddpctl", "ddp_train"):
-        bad = [b for b in private_imports(package)
-               if not (b.startswith("ddpctl.local.executor.") and b.split()[2].rpartition(".")[2] in PRIVATE_FOR_NOW)]
-        assert bad == []
+        assert private_imports(package) == []

@@ -142,7 +142,7 @@ class ScriptedEngine(Engine):
         return self.info[cid]["script"][1]
 
 
-OK = (["rank-0 | ok"], 0)
+OK = (["rank-0 | ok", 'rank-0 | {"event": "summary", "exit_code": 0}'], 0)
 KILLED = ([], 137)
 PEER = (["ddp-train-launch: rank 0 failed (exit code 129, lost a peer): ddp-train: error: lost a peer or timed "
          "out (x); retryable, restart the job (exit code 129)"], 129)

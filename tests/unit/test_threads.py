@@ -97,9 +97,31 @@ def test_compose_without_a_limit_decides_in_the_container_counting_the_nodes_on_
         assert env["DDP_TRAIN_THREADS"] == "auto" and "DDP_TRAIN_NODES_PER_HOST" not in env
 
 
-def test_a_users_own_program_gets_no_auto_hint():
+def test_a_users_own_program_gets_the_rule_too():
+    """Two 1-process nodes of a user script on one host must not each take every core: the compose file asks
+    the container's launcher to apply the rule, whatever the command."""
     env = _compose_envs(spec(nodes=2, command=["python", "train.py"]))[0]
-    assert "DDP_TRAIN_THREADS" not in env and "OMP_NUM_THREADS" not in env
+    assert env["DDP_TRAIN_THREADS"] == "auto" and env["DDP_TRAIN_NODES_PER_HOST"] == "2"
+    assert "OMP_NUM_THREADS" not in env
+    mine = _compose_envs(spec(nodes=2, command=["python", "train.py"], env={"OMP_NUM_THREADS": "3"}))[0]
+    assert mine["OMP_NUM_THREADS"] == "3" and "DDP_TRAIN_THREADS" not in mine
+
+
+def test_the_launcher_applies_the_rule_to_any_command(monkeypatch):
+    from ddp_train import threads as dt
+
+    monkeypatch.setattr(dt, "available_cpus", lambda root="/sys/fs/cgroup": 8.0)
+    argv = ["--tee", "3", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "0", "--no-python",
+            "python", "train.py", "--nproc-per-node", "9"]
+    env = {"DDP_TRAIN_THREADS": "auto", "DDP_TRAIN_NODES_PER_HOST": "2"}
+    dt.apply_for_launch(argv, env)
+    assert env["OMP_NUM_THREADS"] == "2"  # 8 CPUs / (2 processes x 2 nodes on the host); the script's flag ignored
+    env = {"DDP_TRAIN_THREADS": "auto"}
+    dt.apply_for_launch(["--nproc_per_node=8", "-m", "mod"], env)
+    assert env["OMP_NUM_THREADS"] == "1"
+    untouched = {"OMP_NUM_THREADS": "5"}
+    dt.apply_for_launch(argv, untouched)
+    assert untouched == {"OMP_NUM_THREADS": "5"}  # no auto: the user's (or ddpctl's) value stays
 
 
 # ------------------------------------------------------------------------------- PyTorchJob, TrainJob

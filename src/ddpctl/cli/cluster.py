@@ -75,6 +75,9 @@ def logs(
     ('node-1 rank-3 | ...'; 'node-1 | ...' for the node's launcher). Ranks that printed nothing are named
     in one line on stderr.
 
+    With --follow, a Docker Engine that goes away is waited for (DDPCTL_ENGINE_WAIT seconds, default 60) and
+    the output goes on after its last line when it answers again; one that does not is one error line.
+
     Example:
 
       ddpctl logs ddp --node 0 --tail 20
@@ -103,7 +106,7 @@ def logs(
 
     if follow:
         try:
-            for n, line in executor.follow_logs(engine, job, node=node, tail=tail, since=start):
+            for n, line in executor.follow_logs(engine, job, node=node, tail=tail, since=start, say=err):
                 show(n, line)
         except KeyboardInterrupt:
             return

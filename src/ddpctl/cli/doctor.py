@@ -30,6 +30,15 @@ def doctor(
                                                      "visible.", show_default=False)] = None,
     container: Annotated[str, typer.Option("--container", help="slurm: none | pyxis | apptainer (checks the "
                                            "runtime is there).")] = "none",
+    checkpoint_dir: Annotated[Optional[str], typer.Option("--checkpoint-dir", help="local/compose: the directory "
+                              "the job mounts at /checkpoints (-v DIR:/checkpoints); default: its checkpoint volume, "
+                              "in the Docker Engine's data root.", show_default=False)] = None,
+    checkpoint_size: Annotated[Optional[str], typer.Option("--checkpoint-size", help="local/compose: the size of one "
+                               "checkpoint (e.g. 120m); default: read from a checkpoint already in --checkpoint-dir. "
+                               "With either, checks there is room for --keep-checkpoints + 1 of them.",
+                               show_default=False)] = None,
+    keep_checkpoints: Annotated[int, typer.Option("--keep-checkpoints", help="ddp-train's --keep-checkpoints of "
+                                                  "the job.")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout instead of lines.")] = False,
 ) -> None:
     """Check what the chosen target needs on this machine; exit 1 when any check fails.
@@ -38,7 +47,8 @@ def doctor(
     devices), the host's GPU count and its driver against the image's CUDA. k8s: kubectl, a current context,
     the PyTorchJob/TrainJob CRDs. slurm: sbatch/srun/scontrol, visible partitions, pyxis or Apptainer with
     --container. All but k8s: /dev/shm for the DataLoader workers, memlock and stack ulimits, the master port.
-    All: InfiniBand devices and NCCL_SOCKET_IFNAME candidates.
+    All: InfiniBand devices and NCCL_SOCKET_IFNAME candidates. With --checkpoint-dir or --checkpoint-size:
+    room for the job's checkpoints (the kept ones plus the one being written).
 
     Examples:
 
@@ -47,6 +57,8 @@ def doctor(
       ddpctl doctor --target local --nodes 2 --gpus-per-node 4
 
       ddpctl doctor --target slurm --partition gpu --container pyxis --json
+
+      ddpctl doctor --checkpoint-dir /shared/ckpt --checkpoint-size 1200m
     """
     from ddpctl import doctor as dr
     from ddpctl.errors import UsageError
@@ -67,9 +79,18 @@ def doctor(
             raise UsageError(f"{flag} must be >= {low}, got {value}", f"pass {flag} {max(low, 1)}")
     if not 1 <= port <= 65535:
         raise UsageError(f"--port {port} is not a TCP port", "pass a port in 1..65535, e.g. --port 29500")
+    size = None
+    if checkpoint_size is not None:
+        from ddpctl.spec.units import parse_size
+
+        size = parse_size(checkpoint_size, lambda why: UsageError(f"--checkpoint-size {checkpoint_size!r}: {why}",
+                                                                  "pass e.g. --checkpoint-size 120m"))
+    if keep_checkpoints < 1:
+        raise UsageError(f"--keep-checkpoints must be >= 1, got {keep_checkpoints}", "pass --keep-checkpoints 3")
     opts = dr.Options(target=target, nodes=most, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node,
                       workers=workers, port=port, network=network, image=image, partition=partition,
-                      container=container)
+                      container=container, checkpoint_dir=checkpoint_dir, checkpoint_size=size or None,
+                      keep_checkpoints=keep_checkpoints)
     results = dr.run(opts, dr.host_probes())
     if as_json:
         typer.echo(json.dumps(dr.to_json(opts, results), indent=2))

@@ -6,9 +6,7 @@ from __future__ import annotations
 import inspect
 import os
 import shlex
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -38,6 +36,10 @@ _UP_OPTIONS = [
                                              "and exit.")]),
     inspect.Parameter("rm", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
         bool, typer.Option("--rm", help="Remove the job's containers when it ends (attached).")]),
+    inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--resume", help="Continue a job that ended (e.g. when its Docker Engine went away) from "
+                                            "its checkpoints: its checkpoint volume is kept and ddp-train gets "
+                                            "'--resume auto' (needs --max-restarts).")]),
     inspect.Parameter("bake", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
         bool, typer.Option("--bake", help="Build the --workdir code (and --requirements) into a workspace image "
                                           "on the job image and run that, nothing mounted: what a cluster runs.")]),
@@ -60,6 +62,10 @@ def up(**kw) -> None:
     your own '-v DIR:/checkpoints'), ddp-train writes its checkpoints there and resumes from the newest
     one ('--resume auto'). A permanent exit code (< 128) ends the job at once.
 
+    A Docker Engine that goes away is waited for (DDPCTL_ENGINE_WAIT seconds, default 60), then treated as a
+    node loss; exit 0 only when every node exited 0 and the program said it finished, 69 when an engine went
+    away for good (the error line gives the command that resumes the job: 'up --resume ...').
+
     Examples:
 
       ddpctl up --nodes 2 --nproc-per-node 2
@@ -78,11 +84,17 @@ def up(**kw) -> None:
     from ddpctl.local.plan import plan_local
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
+    resume = kw.pop("resume")
     pip = wsopts.pip_options(kw)
     allow_credentials = kw.pop("allow_credential_files", False)
     job_file = kw.get("file")
     wsopts.absolute_code_paths(kw, bool(bake))
     spec = dh.up_spec(kw)
+    from ddpctl.local import executor
+
+    wait_s = executor.engine_wait_s()  # a bad DDPCTL_ENGINE_WAIT is refused before anything starts
+    if resume:
+        executor.check_resume(spec.max_restarts, spec.name)
     if wsopts.asked_to_build(spec, bool(bake), flag="--bake", source=job_file):
         from ddpctl.images import bake as baking
 
@@ -93,7 +105,6 @@ def up(**kw) -> None:
             spec = baking.bake(spec, push=False, pip=pip, allow_credentials=allow_credentials)
     else:
         wsopts.refuse_unused(pip, spec.workspace.requirements, flag="--bake", allow_credentials=allow_credentials)
-    from ddpctl.local import executor
 
     spec, engine = dh.place(spec)
     several = bool(spec.docker_hosts)  # node i on Docker host i; threads are set in each container (CPUs unknown here)
@@ -115,21 +126,19 @@ def up(**kw) -> None:
         raise UsageError(f"--max-restarts {plan.max_restarts} needs an attached 'ddpctl up': it is the process "
                          "that restarts the job, and -d returns at once",
                          "drop -d (keep it running with nohup or tmux), or use --max-restarts 0")
-    from ddpctl.errors import EngineError
     from ddpctl.host import gpu_count as host_gpu_count
     from ddpctl.local import restarts
 
-    t0 = time.monotonic()
-    if several:
-        job = executor.up_hosts(plan, engine, say=err)
-    else:
-        job = executor.up(plan, engine, host_gpus=host_gpu_count() if plan.wants_gpus else 0, say=err)
+    started = executor.start_job(plan, engine, several=several, resume=resume, say=err,
+                                 host_gpus=0 if several or not plan.wants_gpus else host_gpu_count())
+    job = started.job
     on = f" on {len(spec.docker_hosts)} Docker host(s)" if several else ""
     where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
     err(f"job {plan.job}: {len(job.ids)} node(s){on}, world size {plan.world_size}, image {plan.image}"
         + (f", up to {plan.max_restarts} restart(s), checkpoints in {restarts.CHECKPOINT_DIR} ({where})"
            if plan.max_restarts else "")
-        + f" (started in {time.monotonic() - t0:.1f}s)")
+        + (", resuming from its checkpoints" if resume else "")
+        + f" (started in {started.seconds:.1f}s)")
     note = restarts.checkpoint_cadence_note(plan.containers[0].argv) if plan.max_restarts else None
     if note:
         err(note)
@@ -137,41 +146,18 @@ def up(**kw) -> None:
         for rank in sorted(job.ids):
             typer.echo(plan.containers[rank].name)
         return
-
-    def on_sigterm(signum, frame):  # treat like Ctrl-C
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        finished = executor.supervise(job, engine, color=stdout_color(sys.stdout), say=err)
-    except (KeyboardInterrupt, executor.OutputClosed) as exc:
-        closed = isinstance(exc, executor.OutputClosed)
-        if closed:
+        finished = executor.run_attached(job, engine, rm=rm, color=stdout_color(sys.stdout), say=err,
+                                         argv=sys.argv[1:], wait_s=wait_s)
+    except executor.Stopped as stop:
+        if stop.closed:
             silence_stdout()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
-        err(f"{'stdout closed' if closed else 'interrupted'}: stopping job {plan.job}")
-        for cid in list(job.ids.values()):
-            try:
-                engine.stop(cid, timeout=3)
-            except Exception:  # noqa: BLE001 - removal below forces it
-                pass
-        executor.remove_job(engine, plan.job)
-        err(f"job {plan.job} stopped and removed")
-        sys.exit(141 if closed else 130)
-    except EngineError as exc:  # a restart could not create or start the nodes
-        executor.remove_job(engine, plan.job)
-        exc.problem += "; the job was removed"
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, old)
-    if rm:
-        executor.remove_job(engine, plan.job)
+        sys.exit(stop.exit_code)
     if finished.failure is not None:
         raise finished.failure
     again = f" after {finished.restarts} restart(s)" if finished.restarts else ""
     err(f"job {plan.job} finished{again}: all {len(job.ids)} node(s) exited 0"
         + ("" if rm else f"; remove it with '{shlex.join(['ddpctl', 'down', plan.job])}'"))
-
 
 
 # The spec flags come from the spec's field table (every field whose flag the up command offers).

@@ -47,6 +47,9 @@ class Options:
     image: str | None = None
     partition: str | None = None  # slurm
     container: str = "none"  # slurm: none | pyxis | apptainer
+    checkpoint_dir: str | None = None  # the directory mounted at /checkpoints (default: the job's volume)
+    checkpoint_size: int | None = None  # bytes of one checkpoint, when known
+    keep_checkpoints: int = 3  # ddp-train --keep-checkpoints
 
     @property
     def procs(self) -> int:
@@ -66,6 +69,7 @@ class Probes:
     listdir: Callable[[str], list[str] | None]
     read: Callable[[str], str | None]
     env: dict[str, str] = field(default_factory=dict)
+    free_bytes: Callable[[str], int | None] | None = None  # bytes free to a user at a path
 
 class ProbeError(Exception):
     pass

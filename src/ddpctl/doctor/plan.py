@@ -23,6 +23,7 @@ from ddpctl.doctor.hostchecks import (
     check_stack,
 )
 from ddpctl.doctor.model import Check, Options, Probes
+from ddpctl.doctor.storage import check_checkpoint_space
 
 # ------------------------------------------------------------------------------------------ the plan
 
@@ -41,6 +42,8 @@ def plan(opts: Options) -> list[str]:
             out += ["container-runtime"]
     if opts.target != "k8s":
         out += ["shm", "memlock", "stack", "port"]
+    if opts.target in ("local", "compose") and (opts.checkpoint_dir or opts.checkpoint_size):
+        out += ["checkpoint-space"]
     out += ["ib", "socket-ifname"]
     return out
 
@@ -71,5 +74,5 @@ CHECKS: dict[str, Callable] = {
     "slurm-commands": check_slurm_commands, "partitions": check_partitions,
     "container-runtime": check_container_runtime,
     "shm": check_shm, "memlock": check_memlock, "stack": check_stack, "port": check_port,
-    "ib": check_ib, "socket-ifname": check_socket_ifname,
+    "ib": check_ib, "socket-ifname": check_socket_ifname, "checkpoint-space": check_checkpoint_space,
 }

@@ -84,8 +84,17 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _free_bytes(path: str) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
 def host_probes() -> Probes:
     import shutil
 
     return Probes(which=shutil.which, run=_run, docker=_docker, image_labels=_image_labels, shm_bytes=_shm,
-                  rlimit=_rlimit, port_free=_port_free, listdir=_listdir, read=_read, env=dict(os.environ))
+                  rlimit=_rlimit, port_free=_port_free, listdir=_listdir, read=_read, env=dict(os.environ),
+                  free_bytes=_free_bytes)

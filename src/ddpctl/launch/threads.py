@@ -28,7 +28,8 @@ def node_cpus(spec: JobSpec, host_cpus: float | None, sharing: int = 1) -> float
 
 
 def thread_env(spec: JobSpec, *, host_cpus: float | None = None, sharing: int = 1) -> dict[str, str]:
-    """``OMP_NUM_THREADS`` when the CPUs are known here; otherwise ask ddp-train to decide at run time.
+    """``OMP_NUM_THREADS`` when the CPUs are known here; otherwise ask the container's launcher to decide at run
+    time (``DDP_TRAIN_THREADS=auto``, any command).
 
     Nothing when the user set ``OMP_NUM_THREADS`` (spec env / ``-e``): theirs reaches the processes.
     """
@@ -37,8 +38,8 @@ def thread_env(spec: JobSpec, *, host_cpus: float | None = None, sharing: int = 
     cpus = node_cpus(spec, host_cpus, sharing)
     if cpus is not None:
         return {THREADS_ENV: str(omp_threads(cpus, spec.procs_per_node))}
-    if spec.command[0] != "ddp-train":
-        return {}  # a user's own program: torchrun's default applies (1 thread with several processes)
+    # Decided in the container, for any program: ddp-train-launch (every node's launcher) exports the number
+    # before torchrun starts the workers, and ddp-train decides the same again in each of them.
     env = {AUTO_THREADS_ENV: "auto"}
     if sharing > 1:
         env[NODES_PER_HOST_ENV] = str(sharing)

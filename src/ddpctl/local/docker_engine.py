@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from typing import Any, Iterator
 
 from ddpctl.errors import EngineError
@@ -35,9 +36,10 @@ def _named(items: list[dict], name: str | None) -> list[dict]:
 class DockerEngine(Engine):
     """Adapter over docker-py (the low-level ``APIClient`` where it streams)."""
 
-    def __init__(self, client=None, connect=None) -> None:
+    def __init__(self, client=None, connect=None, name: str | None = None) -> None:
         self._client = client
         self._connect = connect  # () -> client; default: DOCKER_HOST's engine (ddpctl.dockerclient)
+        self.name = name or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
     @property
     def client(self):
@@ -61,6 +63,19 @@ class DockerEngine(Engine):
 
     def ping(self) -> None:
         self.client  # noqa: B018 - connecting pings
+
+    def check(self, endpoint: str | None = None, timeout: float = 5.0, *, fresh: bool = False) -> None:
+        """A ping of the connected engine, bounded by ``timeout`` (the client's own timeout is 600 s). ``fresh``:
+        the idle pooled connections are closed first, so the ping opens a new one: a daemon that is shutting
+        down (SIGTERM: it closes its listener, then stops its containers) still answers on the old ones."""
+        api = self.api
+        if fresh:
+            for adapter in list(api.adapters.values()):
+                adapter.close()  # idle connections only: a stream in use keeps its own until it ends
+        api._result(api._get(api._url("/_ping"), timeout=timeout))
+
+    def events(self, endpoint: str, label: str) -> Iterator[Any]:
+        return self.api.events(filters={"label": label}, decode=True)
 
     def image_exists(self, ref: str) -> bool:
         from ddpctl.dockerclient import image_id
@@ -207,7 +222,7 @@ class DockerEngine(Engine):
         if tail is not None:
             kw["tail"] = tail
         if since is not None:
-            kw["since"] = int(since)
+            kw["since"] = float(since) if since > 0 else 1  # fractional seconds: a re-attach resumes mid-second
         if follow:
             return self.api.logs(cid, stream=True, **kw)
         return iter([self.api.logs(cid, stream=False, **kw)])

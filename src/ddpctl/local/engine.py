@@ -46,6 +46,30 @@ class VolumeInfo:
 class Engine(abc.ABC):
     """What ddpctl needs from a container engine."""
 
+    name = "the Docker Engine"  # how messages name it (a DockerEngine: its URL)
+
+    def endpoint(self, cid: str) -> str:
+        """The name of the engine that holds container ``cid`` (an engine over several hosts: that host's)."""
+        return self.name
+
+    def endpoints(self) -> tuple[str, ...]:
+        """The names of the engines behind this one (one, unless it spans several Docker hosts)."""
+        return (self.name,)
+
+    def check(self, endpoint: str | None = None, timeout: float = 5.0, *, fresh: bool = False) -> None:
+        """Raise unless the engine (or the one named ``endpoint``) answers a ping within ``timeout`` seconds.
+        ``fresh``: on a new connection (a daemon shutting down still serves the connections it has)."""
+        self.ping()
+
+    def events(self, endpoint: str, label: str) -> Iterator[Any]:
+        """The engine's event stream for objects labelled ``label`` (blocks; it breaks when the daemon goes
+        away). An engine without one raises NotImplementedError."""
+        raise NotImplementedError
+
+    def only(self, endpoints: tuple[str, ...]) -> "Engine":
+        """This engine limited to ``endpoints`` (those still answering): itself, unless it spans several."""
+        return self
+
     @abc.abstractmethod
     def ping(self) -> None: ...
 

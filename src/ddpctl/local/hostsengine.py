@@ -65,6 +65,32 @@ class HostsEngine(Engine):
         for h in self.hosts:
             h.engine.ping()
 
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return ",".join(h.name for h in self.hosts)
+
+    def endpoint(self, cid: str) -> str:
+        return self._host(cid).name
+
+    def endpoints(self) -> tuple[str, ...]:
+        return tuple(h.name for h in self.hosts)
+
+    def check(self, endpoint: str | None = None, timeout: float = 5.0, *, fresh: bool = False) -> None:
+        for h in self.hosts:
+            if endpoint is None or h.name == endpoint:
+                h.engine.check(None, timeout, fresh=fresh)
+
+    def events(self, endpoint: str, label: str):
+        for h in self.hosts:
+            if h.name == endpoint:
+                return h.engine.events(endpoint, label)
+        raise NotImplementedError
+
+    def only(self, endpoints: tuple[str, ...]) -> "HostsEngine":
+        kept = HostsEngine([h for h in self.hosts if h.name in endpoints] or list(self.hosts[:1]))
+        kept._where = {cid: h for cid, h in self._where.items() if h.name in endpoints}
+        return kept
+
     def image_exists(self, ref: str) -> bool:
         return all(h.engine.image_exists(ref) for h in self.hosts)
 
@@ -153,5 +179,5 @@ def connect_hosts(given: Sequence[str]) -> HostsEngine:
     from ddpctl.local.docker_engine import DockerEngine
 
     resolved = dockerhosts.resolve_all(given)
-    return HostsEngine([NamedEngine(h.given, DockerEngine(connect=lambda h=h: dockerhosts.connect(h)), h.node_address())
+    return HostsEngine([NamedEngine(h.given, DockerEngine(connect=lambda h=h: dockerhosts.connect(h), name=h.given), h.node_address())
                         for h in resolved])

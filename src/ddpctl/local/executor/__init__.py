@@ -15,7 +15,14 @@ The parts (callers use the names re-exported here):
 - :mod:`.attach`     the one place that waits on a started job: streams its output, stops it at the first
                      failure, names the root cause (:func:`attach`, :func:`job_root_cause`, :func:`failure_message`);
 - :mod:`.supervise`  an attached job to its end: restarts after retryable node failures
-                     (:func:`supervise`, ``up --max-restarts``; the rules in :mod:`ddpctl.local.restarts`);
+                     (:func:`supervise`, ``up --max-restarts``; the rules in :mod:`ddpctl.local.restarts`),
+                     an engine that went away included;
+- :mod:`.lifecycle`  an attached ``up`` from start to end: Ctrl-C, SIGTERM, a closed stdout, ``--rm`` and a
+                     failed restart each leave nothing behind (:func:`start_job`, :func:`run_attached`);
+- :mod:`.stream`     the log pumps and the engine heartbeat (threads that never raise: they hand everything
+                     to the main flow) and the bounded wait for a lost engine (``DDPCTL_ENGINE_WAIT``);
+- :mod:`.ending`     the one-line ends that are no node's own (engine lost, run not finished) and the command
+                     that resumes a job (``up --resume``);
 - :mod:`.lines`      the text of node output (``rank-N |`` prefixes, the launcher's failure line);
 - :mod:`.hosts`      a job on several Docker hosts: preflight on each (the image pulled where missing), then
                      the same create/start through a :class:`~ddpctl.local.hostsengine.HostsEngine`;
@@ -26,6 +33,7 @@ The parts (callers use the names re-exported here):
 from __future__ import annotations
 
 from ddpctl.local.executor.attach import (
+    Lost,
     NodeFailure,
     Outcome,
     OutputClosed,
@@ -36,7 +44,8 @@ from ddpctl.local.executor.attach import (
     root_cause,
 )
 from ddpctl.local.executor.common import MANAGED, Say, job_label
-from ddpctl.local.executor.create import Job, create, remove_job, restart, rollback, start, up
+from ddpctl.local.executor.create import Job, check_resume, create, remove_job, restart, rollback, start, up
+from ddpctl.local.executor.ending import EXIT_ENGINE_LOST, resume_argv
 from ddpctl.local.executor.hosts import ensure_image, preflight_hosts, up_hosts
 from ddpctl.local.executor.jobs import (
     NodeRow,
@@ -48,6 +57,7 @@ from ddpctl.local.executor.jobs import (
     merged_logs,
     wait_for_line,
 )
+from ddpctl.local.executor.lifecycle import Started, Stopped, run_attached, start_job
 from ddpctl.local.executor.lines import (
     COLORS,
     LAUNCH_FAILURE,
@@ -66,6 +76,7 @@ from ddpctl.local.executor.lines import (
     split_rank,
 )
 from ddpctl.local.executor.preflight import host_cpus, port_free, preflight, secret_values
+from ddpctl.local.executor.stream import ENGINE_WAIT_ENV, engine_wait_s
 from ddpctl.local.executor.supervise import Finished, supervise
 
 __all__ = [
@@ -77,4 +88,6 @@ __all__ = [
     "peer_loss_line", "port_free", "prefix", "preflight", "remove_job", "restart", "rollback", "root_cause", "secret_values",
     "silent_ranks_line", "split_rank", "start", "supervise", "up", "wait_for_line",
     "ensure_image", "preflight_hosts", "up_hosts",
+    "ENGINE_WAIT_ENV", "EXIT_ENGINE_LOST", "Lost", "Started", "Stopped", "engine_wait_s", "resume_argv",
+    "check_resume", "run_attached", "start_job",
 ]

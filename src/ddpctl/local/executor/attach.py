@@ -7,7 +7,9 @@ node's launcher said is read back by :func:`job_root_cause` and put in one line 
 
 from __future__ import annotations
 
+import json
 import queue
+import re
 import shlex
 import sys
 import threading
@@ -17,7 +19,7 @@ from typing import Callable
 
 from ddpctl.errors import JobFailed
 from ddpctl.local.engine import ContainerInfo, Engine
-from ddpctl.local.executor.common import _reason, _split_lines
+from ddpctl.local.executor.common import Say, say_nothing, split_lines
 from ddpctl.local.executor.create import Job
 from ddpctl.local.executor.lines import (
     LAUNCH_FAILURE,
@@ -26,7 +28,9 @@ from ddpctl.local.executor.lines import (
     label_width,
     parse_launch_failure,
     peer_loss_line,
+    split_rank,
 )
+from ddpctl.local.executor.stream import EngineWatch, Streams, await_engine, engine_wait_s
 
 
 class OutputClosed(Exception):
@@ -49,16 +53,48 @@ def _stdout_closed(out) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Lost:
+    """A Docker Engine (or host) that stopped answering and did not come back within the wait."""
+
+    endpoint: str
+    reason: str
+    waited_s: float
+
+
 @dataclass
 class Outcome:
     codes: dict[int, int]  # node -> exit code, in the order the nodes exited
     first_failure: int | None  # node
     interrupted: bool = False
     stopped: set[int] = field(default_factory=set)  # nodes ddpctl stopped after the first failure
+    lost: Lost | None = None  # an engine that did not come back: the codes of its nodes are unknown
+    outages: list[tuple[str, float]] = field(default_factory=list)  # (engine, seconds away) it came back from
+    step: int | None = None  # the highest training step a node's output named
+    summary: dict | None = None  # ddp-train's summary record (rank 0's last stdout line), when it printed one
+
+
+_STEP = (re.compile(r"\(global (\d+)\)"), re.compile(r"\bat (?:epoch \d+ )?step (\d+)\b"))
+SUMMARY_START = '{"event": "summary"'
+
+
+def read_line(outcome: Outcome, text: str) -> None:
+    """What a node's line tells about the run: the step it reached, ddp-train's summary record."""
+    if text.startswith(SUMMARY_START):
+        try:
+            outcome.summary = json.loads(text)
+        except ValueError:
+            pass
+        return
+    for pattern in _STEP:
+        m = pattern.search(text)
+        if m:
+            outcome.step = max(outcome.step or 0, int(m.group(1)))
 
 
 def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_failure: bool = True,
-           mute_after: Callable[[int], bool] | None = None) -> Outcome:
+           mute_after: Callable[[int], bool] | None = None, say: Say = say_nothing,
+           wait_s: float | None = None, watch: EngineWatch | None = None) -> Outcome:
     """Stream every node's output until all exit; stop the job at the first failure.
 
     Each line is ``node-N rank-R | text`` (a worker) or ``node-N | text`` (the node's launcher). Raises
@@ -66,26 +102,32 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
     ``mute_after(code)`` (given for a job that restarts on failure): when it is true for the first failed
     node's exit code, the other nodes' lines from then on (their errors while they stop) are not written, nor
     is any rank's or launcher's report of a retryable failure (a lost peer): the restart says it in one line.
+
+    A broken stream or an engine that misses its heartbeat is waited for (``wait_s``, default
+    ``DDPCTL_ENGINE_WAIT``; one line through ``say``); when it answers again the stream resumes after its last
+    line, when it does not the outcome names it (:attr:`Outcome.lost`) and the caller ends the job.
     """
     out = out or sys.stdout
-    q: queue.Queue = queue.Queue()
+    wait_s = engine_wait_s() if wait_s is None else wait_s
     width = label_width(len(job.plan.containers) or max(job.ids) + 1, job.plan.world_size)
+    streams = Streams(engine)
+    for r, c in job.ids.items():
+        streams.follow(r, c)
+    streams.heartbeat()
+    outcome = Outcome({}, None)
+    try:
+        _loop(job, engine, streams, outcome, out=out, color=color, width=width, stop_on_failure=stop_on_failure,
+              mute_after=mute_after, say=say, wait_s=wait_s, watch=watch)
+    finally:
+        streams.close()
+    return outcome
 
-    def pump(rank: int, cid: str) -> None:
-        try:
-            for line in _split_lines(engine.logs(cid, follow=True)):
-                q.put(("line", rank, line))
-        except Exception as exc:  # noqa: BLE001 - the container was removed under us
-            q.put(("line", rank, f"[ddpctl] log stream ended: {_reason(exc)}"))
-        q.put(("exit", rank, engine.wait(cid)))
 
-    threads = [threading.Thread(target=pump, args=(r, c), daemon=True) for r, c in job.ids.items()]
-    for t in threads:
-        t.start()
-    codes: dict[int, int] = {}
-    first: int | None = None
-    stopped: set[int] = set()
+def _loop(job: Job, engine: Engine, streams: Streams, outcome: Outcome, *, out, color: bool, width: int,
+          stop_on_failure: bool, mute_after, say: Say, wait_s: float, watch: EngineWatch | None) -> None:
+    codes, stopped = outcome.codes, outcome.stopped
     lost_peer: set[int] = set()  # nodes whose launcher said its failure was a lost peer
+    fails: dict[int, int] = {}  # node -> broken streams in a row while its engine answered
     stop_at: float | None = None
     muted = False
 
@@ -93,19 +135,44 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
         for r, cid in job.ids.items():
             if r not in codes and r not in stopped:
                 stopped.add(r)
-                threading.Thread(target=engine.stop, args=(cid, 5), daemon=True).start()
+                threading.Thread(target=_stop_quietly, args=(engine, cid), daemon=True).start()
 
     while len(codes) < len(job.ids):
         if stop_at is not None and time.monotonic() >= stop_at:
             stop_at = None
             stop_the_rest()
+        for name, when, why in watch.breaks() if watch else ():
+            streams.q.put(("lost", None, why, (name, when)))
         try:
-            kind, rank, value = q.get(timeout=0.2)
+            kind, rank, value, extra = streams.q.get(timeout=0.2)
         except queue.Empty:
             if _stdout_closed(out):
                 raise OutputClosed() from None
             continue
+        if kind == "lost":
+            broke = None
+            if isinstance(extra, tuple):  # the engine's event stream broke at that time
+                extra, broke = extra
+            if rank is not None and rank in codes:
+                continue
+            away = await_engine(engine, extra, value, wait_s=wait_s, say=say, describe=describe_engine(engine))
+            if away is None:
+                outcome.lost = Lost(extra, value, wait_s)
+                return
+            if broke is not None and away == 0:  # it went away, and was back before this was read
+                away = time.monotonic() - broke
+                say(f"{describe_engine(engine)(extra)} went away ({value[:160]}) and answers again after {away:.1f} s")
+            if away > 0:
+                outcome.outages.append((extra, away))
+            if rank is not None:
+                fails[rank] = fails.get(rank, 0) + 1
+                if not _resume_stream(engine, streams, job, rank, fails[rank], outcome):
+                    outcome.lost = Lost(extra, f"the output of node {rank} cannot be read ({value})", 0.0)
+                    return
+            continue
         if kind == "line":
+            fails.pop(rank, None)
+            read_line(outcome, split_rank(value)[1])
             found = LAUNCH_FAILURE.match(value)
             if found and "lost a peer" in (found.group(3) or ""):
                 lost_peer.add(rank)
@@ -118,14 +185,44 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
                 raise OutputClosed() from None
             continue
         codes[rank] = value
-        if value != 0 and first is None:
-            first = rank
+        if value != 0 and outcome.first_failure is None:
+            outcome.first_failure = rank
             muted = mute_after is not None and mute_after(value)
             if stop_on_failure:
                 # A node that only lost its peer failed second: give the node that failed first a moment to
                 # report its own root cause before it is stopped.
                 stop_at = time.monotonic() + (PEER_GRACE_S if rank in lost_peer else 0.0)
-    return Outcome(codes, first, stopped=stopped)
+
+
+def _resume_stream(engine: Engine, streams: Streams, job: Job, rank: int, fails: int, outcome: Outcome) -> bool:
+    """Node ``rank``'s stream broke while its engine answers: attach again after its last line. A container
+    that is gone counts as exited (137, as a forced removal); False when the stream keeps breaking."""
+    cid = job.ids[rank]
+    try:
+        info = engine.inspect(cid)
+    except Exception:  # noqa: BLE001 - the engine went again: the heartbeat or the next stream says so
+        info = None if fails > 10 else ContainerInfo(cid, "", state="unknown")
+    if info is None:
+        streams.q.put(("exit", rank, 137, None))
+        return True
+    if fails > 10:
+        return False
+    if fails > 2:
+        time.sleep(min(fails, 5) * 0.2)
+    streams.refollow(rank, cid)
+    return True
+
+
+def _stop_quietly(engine: Engine, cid: str) -> None:
+    try:
+        engine.stop(cid, 5)
+    except Exception:  # noqa: BLE001 - a node that cannot be stopped is reported by its own stream
+        pass
+
+
+def describe_engine(engine: Engine) -> Callable[[str], str]:
+    several = len(engine.endpoints()) > 1
+    return lambda name: f"Docker host {name}" if several else f"the Docker Engine at {name}"
 
 
 @dataclass(frozen=True)
@@ -140,7 +237,7 @@ class NodeFailure:
 
 
 def node_failure(engine: Engine, node: int, cid: str, code: int, *, stopped: bool = False) -> NodeFailure:
-    lines = list(_split_lines(engine.logs(cid, tail=40)))
+    lines = list(split_lines(engine.logs(cid, tail=40)))
     found = parse_launch_failure(lines)
     if found is None:
         by_signal = any(line.startswith("ddp-train-launch: stopped by ") for line in lines[-3:])

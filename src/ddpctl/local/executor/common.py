@@ -11,19 +11,19 @@ MANAGED = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 Say = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
+def say_nothing(_: str) -> None:
     pass
 
 
 def job_label(job: str) -> str:
     return f"{LABEL_JOB}={job}"
 
-def _reason(exc: BaseException) -> str:
+def exc_reason(exc: BaseException) -> str:
     text = getattr(exc, "explanation", None) or str(exc) or exc.__class__.__name__
     return " ".join(str(text).split())[:240]
 
 
-def _split_lines(chunks: Iterator[bytes]) -> Iterator[str]:
+def split_lines(chunks: Iterator[bytes]) -> Iterator[str]:
     buf = b""
     for chunk in chunks:
         buf += chunk

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from ddpctl.errors import EngineError
 from ddpctl.local.engine import Engine
-from ddpctl.local.executor.common import Say, _quiet, _reason, job_label
+from ddpctl.local.executor.common import Say, exc_reason, job_label, say_nothing
 from ddpctl.local.executor.preflight import port_free, preflight, secret_values
 from ddpctl.local.plan import LocalPlan, container_request, is_root
 
@@ -27,11 +27,14 @@ class Job:
     network_id: str | None
     volume: str | None = None  # the checkpoint volume ddpctl created for the job
     restarts: int = 0  # how many times the job was restarted (ddpctl.local.restarts)
+    step: int | None = None  # the highest training step its output named, over every attempt
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
-def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple[int, int, int]:
-    """Remove every container, network and volume labelled ``job``. Idempotent.
+def remove_job(engine: Engine, job: str, *, network: str | None = None,
+               keep_volumes: bool = False) -> tuple[int, int, int]:
+    """Remove every container, network and volume labelled ``job`` (``keep_volumes``: not its checkpoint
+    volume, for ``up --resume``). Idempotent.
 
     Returns (containers, networks, volumes)."""
     n_c = n_n = n_v = 0
@@ -43,20 +46,21 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None) -> tuple
             for net in engine.networks(label=job_label(job)):
                 engine.remove_network(net.id)
                 n_n += 1
-            for vol in engine.volumes(label=job_label(job)):
+            for vol in [] if keep_volumes else engine.volumes(label=job_label(job)):
                 engine.remove_volume(vol.name)
                 n_v += 1
             return n_c, n_n, n_v
         except Exception as exc:  # noqa: BLE001 - in use by a container created meanwhile
             if attempt == 2:
-                raise EngineError(f"could not remove job {job}: {_reason(exc)}",
+                raise EngineError(f"could not remove job {job}: {exc_reason(exc)}",
                                   f"stop its 'ddpctl up' (Ctrl-C), then run '{shlex.join(['ddpctl', 'down', job])}' again") from None
     return n_c, n_n, n_v
 
 
-def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet,
-           secrets: Mapping[str, str] | None = None) -> Job:
-    """Create the network and every container, or nothing at all."""
+def create(plan: LocalPlan, engine: Engine, *, say: Say = say_nothing,
+           secrets: Mapping[str, str] | None = None, resume: bool = False) -> Job:
+    """Create the network and every container, or nothing at all. ``resume``: the checkpoint volume may hold
+    an earlier run's checkpoints (it is kept, also on a failure) and the nodes start as on a restart."""
     if secrets is None:
         secrets = secret_values(plan, os.environ)
     ids: dict[int, str] = {}
@@ -69,8 +73,10 @@ def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet,
             user = plan.containers[0].user if plan.containers else None
             if not is_root(user):  # a new volume is root's: the containers' user must write its checkpoints
                 engine.chown_volume(volume, plan.image, user or "", "/checkpoints")
+        if resume:
+            volume = None  # not ours to remove: it holds the checkpoints the job resumes from
         for c in plan.containers:
-            ids[c.rank] = engine.create_container(container_request(c, secrets))
+            ids[c.rank] = engine.create_container(container_request(c, secrets, restart=1 if resume else 0))
         return Job(plan, ids, network_id, volume, secrets=dict(secrets))
     except BaseException as exc:
         rollback(engine, list(ids.values()), network_id, volume)
@@ -78,7 +84,7 @@ def create(plan: LocalPlan, engine: Engine, *, say: Say = _quiet,
             raise
         if isinstance(exc, EngineError):
             raise
-        raise EngineError(f"creating job {plan.job} failed ({_reason(exc)}); nothing was left behind",
+        raise EngineError(f"creating job {plan.job} failed ({exc_reason(exc)}); nothing was left behind",
                           "fix the cause above and run 'ddpctl up' again") from None
 
 
@@ -91,7 +97,7 @@ def start(job: Job, engine: Engine) -> None:
         rollback(engine, list(job.ids.values()), job.network_id, job.volume)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        reason = _reason(exc)
+        reason = exc_reason(exc)
         launcher = job.plan.containers[0].argv[0] if job.plan.containers else ""
         if "executable file not found" in reason and launcher and launcher in reason:
             raise EngineError(f"image {job.plan.image} has no '{launcher}' (the ddp-train package's torchrun "
@@ -107,17 +113,17 @@ def rollback(engine: Engine, cids: list[str], network_id: str | None, volume: st
         try:
             engine.remove_container(cid)
         except Exception as exc:  # noqa: BLE001 - keep removing the rest; say what stayed
-            print(f"warning: could not remove container {cid[:12]}: {_reason(exc)}", file=sys.stderr)
+            print(f"warning: could not remove container {cid[:12]}: {exc_reason(exc)}", file=sys.stderr)
     if network_id:
         try:
             engine.remove_network(network_id)
         except Exception as exc:  # noqa: BLE001
-            print(f"warning: could not remove network {network_id[:12]}: {_reason(exc)}", file=sys.stderr)
+            print(f"warning: could not remove network {network_id[:12]}: {exc_reason(exc)}", file=sys.stderr)
     if volume:
         try:
             engine.remove_volume(volume)
         except Exception as exc:  # noqa: BLE001
-            print(f"warning: could not remove volume {volume}: {_reason(exc)}", file=sys.stderr)
+            print(f"warning: could not remove volume {volume}: {exc_reason(exc)}", file=sys.stderr)
 
 
 def restart(job: Job, engine: Engine) -> None:
@@ -136,24 +142,37 @@ def restart(job: Job, engine: Engine) -> None:
     except Exception as exc:  # noqa: BLE001 - KeyboardInterrupt passes: the caller removes the job
         if isinstance(exc, EngineError):
             raise
-        raise EngineError(f"restarting job {job.plan.job} failed ({_reason(exc)})",
+        raise EngineError(f"restarting job {job.plan.job} failed ({exc_reason(exc)})",
                           "fix the cause above and run 'ddpctl up' again") from None
 
 
-def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = _quiet,
-       port_check: Callable[[int], bool] = port_free, environ: Mapping[str, str] | None = None) -> Job:
+def check_resume(max_restarts: int, job: str) -> None:
+    """``up --resume`` needs checkpoints to resume from: ``--max-restarts`` (a checkpoint directory)."""
+    if not max_restarts:
+        from ddpctl.errors import UsageError
+
+        raise UsageError(f"--resume continues job {job} from its checkpoints, which only a job with "
+                         "--max-restarts keeps (in /checkpoints)", "add --max-restarts N, or drop --resume")
+
+
+def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = say_nothing,
+       port_check: Callable[[int], bool] = port_free, environ: Mapping[str, str] | None = None,
+       resume: bool = False) -> Job:
     """Preflight, replace a finished run of the same name, create all, start all.
 
     Secret references take their values from ``environ`` (default: this process's environment), read here,
-    when the job starts: never in the plan or a dry run."""
+    when the job starts: never in the plan or a dry run. ``resume``: keep the finished run's checkpoint volume
+    and start every node as on a restart (ddp-train ``--resume auto``)."""
+    if resume:
+        check_resume(plan.max_restarts, plan.job)
     secrets = secret_values(plan, os.environ if environ is None else environ)
     previous = preflight(plan, engine, host_gpus=host_gpus, port_check=port_check)
     if previous:
-        say(f"removing the finished earlier run of job {plan.job}")
-        remove_job(engine, plan.job)
+        say(f"removing the finished earlier run of job {plan.job}" + (" (its checkpoints stay)" if resume else ""))
+        remove_job(engine, plan.job, keep_volumes=resume)
     elif plan.network or plan.checkpoint_volume:
-        remove_job(engine, plan.job)  # a network or a checkpoint volume left without containers
-    job = create(plan, engine, say=say, secrets=secrets)
+        remove_job(engine, plan.job, keep_volumes=resume)  # a network or a checkpoint volume left without containers
+    job = create(plan, engine, say=say, secrets=secrets, resume=resume)
     start(job, engine)
     return job
 

@@ -15,8 +15,8 @@ from typing import Mapping
 
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.local.engine import ContainerInfo
-from ddpctl.local.executor.common import Say, _quiet, _reason
-from ddpctl.local.executor.create import Job, create, remove_job, start
+from ddpctl.local.executor.common import Say, exc_reason, say_nothing
+from ddpctl.local.executor.create import Job, check_resume, create, remove_job, start
 from ddpctl.local.executor.preflight import clashes, secret_values
 from ddpctl.local.hostsengine import HostsEngine, NamedEngine
 from ddpctl.local.plan import LocalPlan
@@ -27,7 +27,7 @@ def docker_cli(host: NamedEngine) -> str:
     return shlex.join(["docker", "-H", host.name] if "://" in host.name else ["docker", "--context", host.name])
 
 
-def ensure_image(host: NamedEngine, image: str, say: Say = _quiet) -> None:
+def ensure_image(host: NamedEngine, image: str, say: Say = say_nothing) -> None:
     """The image on ``host``, pulled there when missing; one error naming the host when that fails."""
     if host.engine.image_exists(image):
         return
@@ -36,7 +36,7 @@ def ensure_image(host: NamedEngine, image: str, say: Say = _quiet) -> None:
         host.engine.pull_image(image)
     except Exception as exc:  # noqa: BLE001 - any pull failure: no registry, no such image, auth
         raise UsageError(f"image {image} is not on Docker host {host.name} and pulling it there failed "
-                         f"({_reason(exc)[:160]})",
+                         f"({exc_reason(exc)[:160]})",
                          f"load it there ('{shlex.join(['docker', 'save', image])} | {docker_cli(host)} load') or push it to a "
                          "registry that host can reach") from None
     if not host.engine.image_exists(image):
@@ -44,7 +44,7 @@ def ensure_image(host: NamedEngine, image: str, say: Say = _quiet) -> None:
                          f"load it there ('{shlex.join(['docker', 'save', image])} | {docker_cli(host)} load')")
 
 
-def preflight_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = _quiet) -> list[ContainerInfo]:
+def preflight_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = say_nothing) -> list[ContainerInfo]:
     """Raise on anything that would make the job fail on any host; return a finished earlier run to replace."""
     if not plan.host_network and len(engine.hosts) > 1:
         raise UsageError(f"job {plan.job} uses a bridge network, which does not span Docker hosts",
@@ -67,13 +67,15 @@ def preflight_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = _quiet) 
     return existing
 
 
-def up_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = _quiet,
-             environ: Mapping[str, str] | None = None) -> Job:
+def up_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = say_nothing,
+             environ: Mapping[str, str] | None = None, resume: bool = False) -> Job:
     """Preflight every host, replace a finished run of the same name, create all, start all (node 0 first)."""
+    if resume:
+        check_resume(plan.max_restarts, plan.job)
     secrets = secret_values(plan, os.environ if environ is None else environ)
     if preflight_hosts(plan, engine, say=say):
         say(f"removing the finished earlier run of job {plan.job}")
-        remove_job(engine, plan.job)
-    job = create(plan, engine, say=say, secrets=secrets)
+        remove_job(engine, plan.job, keep_volumes=resume)
+    job = create(plan, engine, say=say, secrets=secrets, resume=resume)
     start(job, engine)
     return job

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import queue
-import threading
+import shlex
 import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from ddpctl.errors import UsageError
+from ddpctl.errors import EngineError, UsageError
 from ddpctl.launch import LABEL_JOB, LABEL_NODE_RANK
 from ddpctl.local.engine import ContainerInfo, Engine
-from ddpctl.local.executor.common import MANAGED, _split_lines, job_label
+from ddpctl.local.executor.common import MANAGED, Say, job_label, say_nothing, split_lines
 from ddpctl.local.restarts import LABEL_RESTARTS
 
 
@@ -64,7 +64,7 @@ def merged_logs(engine: Engine, job: str, *, node: int | None = None, tail: int 
     """Every node's log lines, merged in time order."""
     entries: list[tuple[str, int, str]] = []
     for rank, c in job_nodes(engine, job, node).items():
-        for line in _split_lines(engine.logs(c.id, tail=tail, since=since, timestamps=True)):
+        for line in split_lines(engine.logs(c.id, tail=tail, since=since, timestamps=True)):
             stamp, _, text = line.partition(" ")
             entries.append((stamp, rank, text))
     entries.sort(key=lambda e: (e[0], e[1]))
@@ -72,29 +72,41 @@ def merged_logs(engine: Engine, job: str, *, node: int | None = None, tail: int 
 
 
 def follow_logs(engine: Engine, job: str, *, node: int | None = None, tail: int | None = None,
-                since: float | None = None) -> Iterator[tuple[int, str]]:
+                since: float | None = None, say: Say = say_nothing, wait_s: float | None = None) -> Iterator[tuple[int, str]]:
+    """(node, line) as the nodes print them, until every node's stream ends. A broken stream is resumed after
+    its last line once the engine answers (waiting up to ``wait_s``, default ``DDPCTL_ENGINE_WAIT``); an engine
+    that does not come back is one :class:`EngineError`."""
+    from ddpctl.local.executor.stream import Streams, await_engine, engine_wait_s
+
+    wait_s = engine_wait_s() if wait_s is None else wait_s
     nodes = job_nodes(engine, job, node)
-    q: queue.Queue = queue.Queue()
-
-    def pump(rank: int, cid: str) -> None:
-        try:
-            for line in _split_lines(engine.logs(cid, follow=True, tail=tail, since=since)):
-                q.put((rank, line))
-        finally:
-            q.put((rank, None))
-
+    streams = Streams(engine, wait_for_exit=False)
     for rank, c in nodes.items():
-        threading.Thread(target=pump, args=(rank, c.id), daemon=True).start()
-    open_streams = len(nodes)
-    while open_streams:
-        try:
-            rank, line = q.get(timeout=0.2)
-        except queue.Empty:
-            continue
-        if line is None:
-            open_streams -= 1
-            continue
-        yield rank, line
+        streams.follow(rank, c.id, tail=tail, since=since)
+    open_streams = set(nodes)
+    several = len(engine.endpoints()) > 1
+    try:
+        while open_streams:
+            try:
+                kind, rank, value, extra = streams.q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if kind == "exit":
+                open_streams.discard(rank)
+            elif kind == "line":
+                yield rank, value
+            else:
+                what = f"Docker host {extra}" if several else f"the Docker Engine at {extra}"
+                away = await_engine(engine, extra, value, wait_s=wait_s, say=say, describe=lambda _, w=what: w)
+                if away is None:
+                    raise EngineError(f"{what} went away ({value[:160]}) and did not come back within {wait_s:.0f} s",
+                                      f"run '{shlex.join(['ddpctl', 'logs', job, '--follow'])}' again when it answers") from None
+                if engine.inspect(nodes[rank].id) is None:
+                    open_streams.discard(rank)  # removed meanwhile ('ddpctl down'): nothing more to show
+                else:
+                    streams.refollow(rank, nodes[rank].id)
+    finally:
+        streams.close()
 
 
 def all_jobs(engine: Engine) -> list[str]:
@@ -107,7 +119,7 @@ def all_jobs(engine: Engine) -> list[str]:
 def wait_for_line(engine: Engine, cid: str, needle: str, timeout: float) -> bool:
     """Used by benchmarks: block until ``needle`` shows in a container's output."""
     deadline = time.monotonic() + timeout
-    for line in _split_lines(engine.logs(cid, follow=True)):
+    for line in split_lines(engine.logs(cid, follow=True)):
         if needle in line:
             return True
         if time.monotonic() > deadline:
