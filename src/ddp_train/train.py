@@ -24,7 +24,7 @@ from .config import WORKLOAD_DEFAULTS
 from .distributed import detect, init, pick_device, resolve_backend
 from .errors import EXIT_CHECKPOINT, EXIT_PREEMPTED, EXIT_USAGE, Preempted, TrainError
 from .flatreduce import BucketedAllReduce, FlatAllReduce
-from .metrics import GpuStats, MetricsFile, Progress, device_name
+from .metrics import GpuStats, MetricsFile, Progress, ProgressRecords, device_name
 from .models import build_model, convert_sync_bn
 from .profiler import StepProfiler
 from .steptimer import StepTimer
@@ -557,6 +557,7 @@ class Run:
         self.warm_left = self.step_plan.warmup_iters if self.graph_mode else 0  # graph mode's eager iterations
         self._warm_t0 = time.perf_counter()
         log = _IntervalLog(self.device)
+        self.records = ProgressRecords(self)  # progress records (and --tensorboard) at each log interval
         self.prof = StepProfiler(a.profile_dir, a.profile_steps, self.rank, self.device, self.warmup_steps,
                                  self.stop_at, self.global_step)
         if self.global_step >= self.stop_at:
@@ -712,6 +713,7 @@ class Run:
                   test_acc=o.test_acc, test_loss=o.test_loss, gpu_util=self.gpu.mean_util(),
                   gpu_mem_gb=self.gpu.mem_gb())
         self.metrics.write("epoch", **ev)
+        self.records.epoch_done(self.global_step, o.test_acc)
         self.segment, self.epoch_steps = None, self.steps_per_epoch
         self.say(f"epoch {epoch + 1}/{a.epochs} done in {ep_time:.2f}s: train loss {o.train_loss:.4f} "
                  f"acc {o.train_acc:.4f}" + (f", test acc {o.test_acc:.4f}" if o.test_acc is not None else ""))
@@ -733,6 +735,7 @@ class Run:
                          f"(global {rec['step']}) loss {lval:.4f} step {st * 1000:.1f} ms "
                          f"data {info['data_time_s'] * 1000:.1f} ms {ips:,.0f} img/s")
             self.metrics.write("step", **info)
+            self.records.emit(info)
 
     def _write_summary(self, timer, outcome):
         """The summary line on rank 0's stdout (and in its metrics file); returns the run's exit code."""
