@@ -152,7 +152,7 @@ class ProgressRecords:
 
         saved = r.metrics.last_checkpoint
         ckpt_step, ckpt_path = saved if saved else (None, None)
-        if r.saved_at >= 0 and (ckpt_step is None or r.saved_at > ckpt_step):
+        if r.args.output_dir and r.saved_at >= 0 and (ckpt_step is None or r.saved_at > ckpt_step):
             ckpt_step, ckpt_path = r.saved_at, None  # saved by rank 0: this rank knows the step only
         if ckpt_step is None:
             ckpt_step, ckpt_path = self.resumed

@@ -157,6 +157,11 @@ def up(**kw) -> None:
         raise
     finally:
         signal.signal(signal.SIGTERM, old)
+    from ddpctl.watch import history
+
+    kept = history.keep(engine, plan.job)  # 'ddpctl logs/status' read it once the containers are gone
+    if kept:
+        err(f"job {plan.job}: output kept in {kept}")
     if rm:
         executor.remove_job(engine, plan.job)
     if finished.failure is not None:

@@ -66,7 +66,10 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
     node's exit code, the other nodes' lines from then on (their errors while they stop) are not written, nor
     is any rank's or launcher's report of a retryable failure (a lost peer): the restart says it in one line.
     """
+    from ddpctl.watch.live import LiveLine, consume
+
     out = out or sys.stdout
+    live = LiveLine.on(out, job.restarts)  # a terminal: one live progress line under the rank lines
     q: queue.Queue = queue.Queue()
     width = label_width(len(job.plan.containers) or max(job.ids) + 1, job.plan.world_size)
 
@@ -108,10 +111,10 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
             found = LAUNCH_FAILURE.match(value)
             if found and "lost a peer" in (found.group(3) or ""):
                 lost_peer.add(rank)
-            if muted or (mute_after is not None and peer_loss_line(value)):
+            if muted or (mute_after is not None and peer_loss_line(value)) or consume(live, value):
                 continue
             try:
-                out.write(format_line(rank, value, width, color) + "\n")
+                (live or out).write(format_line(rank, value, width, color) + "\n")
                 out.flush()
             except BrokenPipeError:
                 raise OutputClosed() from None
@@ -124,6 +127,8 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
                 # A node that only lost its peer failed second: give the node that failed first a moment to
                 # report its own root cause before it is stopped.
                 stop_at = time.monotonic() + (PEER_GRACE_S if rank in lost_peer else 0.0)
+    if live is not None:
+        live.close()
     return Outcome(codes, first, stopped=stopped)
 
 

@@ -1,0 +1,11 @@
+"""Every test run keeps the output of the jobs it ends (ddpctl.watch.history) in a directory of its own, never in
+the user's state directory: XDG_STATE_HOME points into a temporary directory for the whole session (ddpctl
+processes the tests start inherit it)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+_STATE = tempfile.mkdtemp(prefix="ddpctl-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE
