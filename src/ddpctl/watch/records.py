@@ -147,8 +147,8 @@ def _mean(values):
 
 def slowest(rows: list[dict]) -> int | None:
     """The rank that holds the job back: the fewest steps done, then the longest step time."""
-    if len(rows) < 2:
-        return None
+    if len(rows) < 2 or all(r["total"] and r["step"] >= r["total"] for r in rows):
+        return None  # one rank, or every rank is done
     key = [(r["step"], -(r["step_time_s"] or 0.0), -r["rank"]) for r in rows]
     low = min(key)
     if all(k[0] == low[0] for k in key) and len({round(r["step_time_s"] or 0.0, 6) for r in rows}) == 1:
