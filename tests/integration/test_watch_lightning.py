@@ -75,4 +75,11 @@ def test_lightning_callback_progress_in_status_of_an_up_bake_job(engine, cpu_ima
     finally:
         ddpctl("down", job_name)
         for img in engine.images.list(name="ddpctl-workspace/lit-project"):
+            if str(proj) != (img.labels or {}).get("ai.ddpctl.workspace.source"):
+                continue  # another session's
+            deps = (img.labels or {}).get("ai.ddpctl.workspace.deps-hash")
             engine.images.remove(img.id, force=True)
+            try:
+                engine.images.remove(f"ddpctl/workspace-deps:{deps}")
+            except Exception:  # noqa: BLE001 - shared with another image, or gone
+                pass

@@ -30,9 +30,14 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
     kept = history.find(job)
     if kept is not None and attempt > 0:
         view.lines += kept.texts(attempts=range(attempt))
-    for c in sorted(found, key=lambda c: int(c.labels[history.LABEL_NODE])):
+    from concurrent.futures import ThreadPoolExecutor
+
+    found.sort(key=lambda c: int(c.labels[history.LABEL_NODE]))
+    with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:  # one request per node, side by side
+        outputs = list(pool.map(lambda c: list(_split_lines(engine.logs(c.id, tail=tail, timestamps=True))), found))
+    for c, lines in zip(found, outputs, strict=True):
         last = None
-        for line in _split_lines(engine.logs(c.id, tail=tail, timestamps=True)):
+        for line in lines:
             stamp, _, text = line.partition(" ")
             view.lines.append(text)
             last = stamp
