@@ -21,11 +21,9 @@ import uuid
 from pathlib import Path
 
 DDPCTL = str(Path(sys.executable).with_name("ddpctl"))
-PROGRAM = ("import time; from ddp_train.progress import report\n"
-           "for s in range({n}):\n"
-           "    print('a plain line of the program', s, flush=True)\n"
-           "    report(step=s + 1, total=100000, loss=1.0 / (s + 1), samples_per_sec=1000.0, step_time_s=0.05)\n"
-           "time.sleep(3600)\n")
+PROGRAM = ("import time; from ddp_train.progress import report; "  # one line: a job's command has no newline
+           "[(print('a plain line of the program', s, flush=True), report(step=s + 1, total=100000, "
+           "loss=1.0 / (s + 1), samples_per_sec=1000.0, step_time_s=0.05)) for s in range({n})]; time.sleep(3600)")
 
 
 def _run(*args: str) -> tuple[float, float, subprocess.CompletedProcess]:

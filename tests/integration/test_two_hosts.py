@@ -469,8 +469,11 @@ def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_
             got = test()
             if got:
                 return got
+            if up.poll() is not None:
+                out, err = up.communicate()
+                raise AssertionError(f"up exited {up.returncode} before {what}:\n{out[-2000:]}\n{err[-2000:]}")
             time.sleep(0.5)
-        raise AssertionError(f"timed out waiting for {what}")
+        raise AssertionError(f"timed out waiting for {what}: {status(False)}")
 
     try:
         first = until(lambda: (s := status(False))["progress"] and s["progress"]["step"] >= 2 and s, "records")

@@ -18,10 +18,10 @@ from itest_helpers import ddpctl
 HERE = Path(__file__).resolve().parent
 
 
-def _closure(name: str, skip: set[str]) -> dict[str, str]:
-    """name -> version of ``name`` and everything it needs (as installed here), less ``skip`` (in the image)."""
+def _closure(names: list[str], skip: set[str]) -> dict[str, str]:
+    """name -> version of ``names`` and everything they need (as installed here), less ``skip`` (in the image)."""
     out: dict[str, str] = {}
-    todo = [name]
+    todo = list(names)
     while todo:
         n = re.sub(r"[-_.]+", "-", todo.pop()).lower()
         if n in out or n in skip:
@@ -41,7 +41,8 @@ def _closure(name: str, skip: set[str]) -> dict[str, str]:
 def _wheelhouse(dest: Path) -> Path:
     skip = {"torch", "numpy", "pyyaml", "typing-extensions", "filelock", "jinja2", "networkx", "sympy", "mpmath",
             "markupsafe", "setuptools", "fsspec", "idna"}
-    pins = [f"{n}=={v}" for n, v in sorted(_closure("lightning", skip).items())]
+    # aiohttp: lightning needs fsspec[http]; fsspec itself is in the image
+    pins = [f"{n}=={v}" for n, v in sorted(_closure(["lightning", "aiohttp"], skip).items())]
     proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
                            "-d", str(dest), *pins], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"pip download of lightning's wheels failed (needs a package index): {proc.stderr}"

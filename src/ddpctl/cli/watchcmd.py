@@ -28,12 +28,14 @@ def _status(job: str | None, slurm: str | None, directory: Path, docker_hosts) -
         from ddpctl.cli.dockerhosts import engine_for
         from ddpctl.errors import EngineError
 
+        from ddpctl.watch import history
+
         try:
-            engine = engine_for(docker_hosts)
-            view = sources.docker_view(engine, job)
+            view = sources.docker_view(engine_for(docker_hosts), job)
         except EngineError:
-            view = None  # no engine answers: the kept output may still say how the job ended
-            engine = None
+            if history.find(job) is None:
+                raise
+            view = None  # no engine answers: the kept output still says how the job ended
         if view is None:
             view = sources.job_view(None, job)
     return status.build(view, time.time())

@@ -52,9 +52,9 @@ def draw(views: list[JobView], output: Path) -> None:
                 rate = [(s, r["samples_per_sec"]) for s, r in zip(steps, part, strict=True)
                         if r.get("samples_per_sec") is not None]
                 if loss:
-                    loss_ax.plot(*zip(*loss), color=color, lw=1.2, marker=".", ms=3, label=label)
+                    loss_ax.plot(*zip(*loss, strict=True), color=color, lw=1.2, marker=".", ms=3, label=label)
                 if rate:
-                    rate_ax.plot(*zip(*rate), color=color, lw=1.2, marker=".", ms=3, label=label)
+                    rate_ax.plot(*zip(*rate, strict=True), color=color, lw=1.2, marker=".", ms=3, label=label)
         for n, step in sorted(restarts.items()):
             if n == 0:
                 continue

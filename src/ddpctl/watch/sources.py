@@ -32,9 +32,15 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
         view.lines += kept.texts(attempts=range(attempt))
     from concurrent.futures import ThreadPoolExecutor
 
+    def read(c) -> list[str]:
+        try:
+            return list(_split_lines(engine.logs(c.id, tail=tail, timestamps=True)))
+        except Exception:  # noqa: BLE001 - removed meanwhile ('ddpctl down', a restart): no lines
+            return []
+
     found.sort(key=lambda c: int(c.labels[history.LABEL_NODE]))
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:  # one request per node, side by side
-        outputs = list(pool.map(lambda c: list(_split_lines(engine.logs(c.id, tail=tail, timestamps=True))), found))
+        outputs = list(pool.map(read, found))
     for c, lines in zip(found, outputs, strict=True):
         last = None
         for line in lines:
