@@ -445,7 +445,7 @@ def test_unreachable_ssh_host_is_one_line_and_leaves_nothing(two_hosts, cpu_imag
     assert a.labelled(job) == [] and b.labelled(job) == []
 
 
-def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_image, job):
+def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_image, job, tmp_path):
     """status across two Docker hosts: step up, ETA down; a node killed on host b restarts the job, which goes on
     from its checkpoint; after down, logs gives the same lines and status the final result."""
     a, b = two_hosts.hosts
@@ -455,7 +455,9 @@ def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_
              "--epochs", "1", "--no-eval", "--log-interval", "1", "--checkpoint-every", "3", "--output-dir",
              "/checkpoints", "--debug-step-sleep", "0.5"]
     up = subprocess.Popen([DDPCTL, "up", "--name", job, "--nodes", "2", "--docker-hosts", urls, "--hosts",
-                           ",".join(two_hosts.addresses), "--image", cpu_image, "--max-restarts", "1", "--", *train],
+                           ",".join(two_hosts.addresses), "--image", cpu_image, "--max-restarts", "1",
+                           # one checkpoint directory both hosts see (both daemons run on this machine)
+                           "-v", f"{tmp_path}:/checkpoints", "--", *train],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
 
     def status(check=True) -> dict:

@@ -143,3 +143,24 @@ def test_live_line_on_a_terminal_and_nothing_without_one():
     assert "node-0 rank-0 | hello\nprogress: step 10/100 (10%), 128 samples/s, ETA 45s, 1 restart(s)" in text
     assert text.endswith("\r\x1b[K") and '"event"' not in text
     assert live.LiveLine.on(io.StringIO()) is None and live.consume(None, rec(0, 1, 1.0))
+
+
+def test_up_tensorboard_puts_the_event_files_on_the_job_volume_and_render_refuses_it():
+    from pathlib import Path
+
+    from ddpctl.errors import UnsupportedFeature
+    from ddpctl.local.plan import plan_local
+    from ddpctl.render import render_files
+    from ddpctl.spec import spec_from_dict
+
+    plan = plan_local(spec_from_dict({"name": "tb", "nodes": 2, "tensorboard": True}), cwd=Path("/tmp"))
+    assert plan.checkpoint_volume == "tb-ckpt" and plan.max_restarts == 0
+    for c in plan.containers:
+        assert c.argv[-2:] == ("--tensorboard", "/checkpoints/tensorboard") and c.restart_argv is None
+        assert any(m.target == "/checkpoints" and m.source == "tb-ckpt" for m in c.mounts)
+    own = plan_local(spec_from_dict({"name": "tb", "tensorboard": True, "command": ["ddp-train", "--tensorboard",
+                                                                                     "/x"]}), cwd=Path("/tmp"))
+    assert own.containers[0].argv.count("--tensorboard") == 1
+    for target in ("compose", "pytorchjob", "trainjob", "slurm"):
+        with pytest.raises(UnsupportedFeature, match="tensorboard"):
+            render_files(target, spec_from_dict({"name": "tb", "tensorboard": True}))
