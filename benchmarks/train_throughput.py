@@ -5,6 +5,12 @@ number of warm-up steps (excluded) and timed steps; the figures come from each r
 
     python benchmarks/train_throughput.py --out results.json            # on a machine with 1-2 GPUs
     python benchmarks/train_throughput.py --only r18-fast-1 --scale 0.2  # a quick subset
+    python benchmarks/train_throughput.py --progress-overhead --only r18-graph-1,r18-graph-2 --repeats 3 \
+        --out progress_overhead.json   # progress records on vs off (target: within 1 %)
+
+--progress-overhead runs each configuration with a log line and progress record every --log-interval steps
+(default 10), and the same with --progress-records off, alternating which goes first, --repeats times; it prints
+the median samples/s of each and their ratio.
 
 Targets (issue 3): fast path >= 4x the dataloader mode on 1 GPU (ResNet-18 CIFAR, batch 256/GPU);
 scaling >= 0.95 on 2 GPUs; ResNet-50 synthetic 224 bf16 >= 2,800 img/s per GPU and >= 0.97 scaling.
@@ -91,20 +97,20 @@ for _n in (1, 2, 4, 8):
 DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
 
 
-def command(gpus, args, warmup, timed):
+def command(gpus, args, warmup, timed, log_interval=1000000):
     # --epochs is set high so that --max-steps, not the end of the (one-epoch default) run, ends the window
     base = ["-m", "ddp_train", *args, "--epochs", "1000", "--warmup-steps", str(warmup),
-            "--max-steps", str(warmup + timed), "--log-interval", "1000000"]
+            "--max-steps", str(warmup + timed), "--log-interval", str(log_interval)]
     if gpus == 1:
         return [sys.executable, *base, "--strategy", "single"]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus), *base]
 
 
-def run_one(name, scale, timeout, extra=(), warmup_override=None):
+def run_one(name, scale, timeout, extra=(), warmup_override=None, log_interval=1000000):
     gpus, args, warmup, timed = CONFIGS[name]
     if warmup_override is not None:
         warmup = warmup_override
-    cmd = command(gpus, [*args, *extra], warmup, max(5, int(timed * scale)))
+    cmd = command(gpus, [*args, *extra], warmup, max(5, int(timed * scale)), log_interval)
     t0 = time.monotonic()
     # its own process group, ended as a whole on timeout (killing torchrun alone would orphan its workers)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -126,11 +132,37 @@ def run_one(name, scale, timeout, extra=(), warmup_override=None):
     p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     wall = round(time.monotonic() - t0, 1)
     res = {"name": name, "gpus": gpus, "cmd": " ".join(["python"] + cmd[1:]), "rc": p.returncode, "wall_s": wall}
-    try:
-        res["summary"] = json.loads(p.stdout.strip().splitlines()[-1])
+    try:  # rank 0's summary: the last stdout line that is not another rank's progress record
+        res["summary"] = json.loads([ln for ln in p.stdout.strip().splitlines() if '"event":"progress"' not in ln][-1])
     except (ValueError, IndexError):
         res["error"] = (p.stderr or p.stdout)[-1500:]
     return res
+
+
+def progress_overhead(a) -> None:
+    """Samples/s with progress records on vs off (the same log interval), alternating order, median of repeats."""
+    import statistics
+
+    rows = []
+    for name in a.only.split(","):
+        runs = {"on": [], "off": []}
+        for rep in range(a.repeats):
+            for mode in (("on", "off") if rep % 2 == 0 else ("off", "on")):
+                extra = a.extra.split() + (["--progress-records", "off"] if mode == "off" else [])
+                r = run_one(name.strip(), a.scale, a.timeout, extra, a.warmup, a.log_interval)
+                ips = (r.get("summary") or {}).get("images_per_sec")
+                print(f"{name:20s} records {mode:3s} rep {rep + 1}: img/s={ips} {r.get('error', '')[-400:]}", flush=True)
+                if ips:
+                    runs[mode].append(ips)
+        on = statistics.median(runs["on"]) if runs["on"] else None
+        off = statistics.median(runs["off"]) if runs["off"] else None
+        rows.append({"name": name, "log_interval": a.log_interval, "on": runs["on"], "off": runs["off"],
+                     "median_on": on, "median_off": off, "ratio": round(on / off, 4) if on and off else None})
+    with open(a.out, "w") as f:
+        json.dump({"progress_overhead": rows}, f, indent=1)
+    print("\n| config | log interval | img/s records on | img/s records off | on / off |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['name']} | {r['log_interval']} | {r['median_on']} | {r['median_off']} | {r['ratio']} |")
 
 
 def derive(results):
@@ -166,8 +198,15 @@ def main():
     ap.add_argument("--extra", default="", help="extra ddp-train flags for every run (a CPU smoke test: "
                     "'--device cpu --model toy-cnn --train-size 1024 --batch-size 32')")
     ap.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
+    ap.add_argument("--progress-overhead", action="store_true",
+                    help="progress records on vs off for each --only configuration (see above)")
+    ap.add_argument("--repeats", type=int, default=3, help="--progress-overhead: runs of each mode")
+    ap.add_argument("--log-interval", type=int, default=10, help="--progress-overhead: steps between records")
     a = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    if a.progress_overhead:
+        progress_overhead(a)
+        return
     results = []
     for name in a.only.split(","):
         r = run_one(name.strip(), a.scale, a.timeout, a.extra.split(), a.warmup)

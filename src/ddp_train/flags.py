@@ -201,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--metrics-file", default=None, help="JSON-lines metrics (default OUTPUT_DIR/metrics.jsonl)")
     g.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto",
                    help="auto: a progress bar on a terminal, plain lines otherwise")
+    g.add_argument("--progress-records", choices=("on", "off"), default="on",
+                   help="a progress record (one JSON line, ddp_train/progress.schema.json) per log interval on "
+                   "every rank's stdout, read by 'ddpctl status' (default on)")
+    g.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="also write the log interval's scalars (loss, lr, samples/s, GPU util, test accuracy) as "
+                   "TensorBoard event files to DIR (rank 0; needs the tensorboard package)")
     g.add_argument("--sync-check", choices=("end", "off"), default="end")
     g.add_argument("--sync-check-every", type=non_negative_int, default=0, help="also check every N steps")
     g.add_argument("--quiet", action="store_true", help="only the summary line on stdout")

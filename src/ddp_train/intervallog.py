@@ -68,7 +68,7 @@ class IntervalLog:
             self.write(rec)
 
 
-def emit(rec, *, rt, metrics, gpu, global_batch, epochs, epoch_steps):
+def emit(rec, *, rt, metrics, gpu, global_batch, epochs, epoch_steps, records=None):
     """A log line (or the progress bar's update) and a metrics record for one ready interval."""
     st = rec["seconds"] / max(1, rec["steps"])
     ips = global_batch / st if st > 0 else 0.0
@@ -84,12 +84,16 @@ def emit(rec, *, rt, metrics, gpu, global_batch, epochs, epoch_steps):
                    f"(global {rec['step']}) loss {lval:.4f} step {st * 1000:.1f} ms "
                    f"data {info['data_time_s'] * 1000:.1f} ms {ips:,.0f} img/s")
         metrics.write("step", **info)
+        if records is not None:
+            records.emit(info)  # the progress record (and --tensorboard scalars) of this interval
 
 
-def epoch_line(o, epoch, ep_time, *, rt, metrics, gpu, epochs):
+def epoch_line(o, epoch, ep_time, *, rt, metrics, gpu, epochs, records=None):
     """An epoch's metrics record and line, from the run's outcome so far (``summary.Outcome``)."""
     metrics.write("epoch", epoch=epoch, epoch_time_s=round(ep_time, 3), train_loss=o.train_loss,
                   train_acc=o.train_acc, test_acc=o.test_acc, test_loss=o.test_loss,
                   gpu_util=gpu.mean_util(), gpu_mem_gb=gpu.mem_gb())
+    if records is not None:
+        records.epoch_done(o.test_acc)
     rt.say(f"epoch {epoch + 1}/{epochs} done in {ep_time:.2f}s: train loss {o.train_loss:.4f} "
            f"acc {o.train_acc:.4f}" + (f", test acc {o.test_acc:.4f}" if o.test_acc is not None else ""))

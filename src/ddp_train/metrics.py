@@ -44,6 +44,7 @@ class MetricsFile:
 
     def __init__(self, path):
         self.f = None
+        self.last_checkpoint = None  # (step, path) of the newest checkpoint this process saved
         if path:
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -55,6 +56,8 @@ class MetricsFile:
                                  "--output-dir (or --metrics-file)", EXIT_USAGE) from None
 
     def write(self, event, **fields):
+        if event == "checkpoint":  # the newest checkpoint, for the progress records
+            self.last_checkpoint = (fields.get("step"), fields.get("path"))
         if self.f:
             try:
                 self.f.write(json.dumps({"event": event, "time": round(time.time(), 3), **fields}) + "\n")
@@ -139,3 +142,44 @@ def device_name(device) -> str:
     import platform
 
     return f"cpu ({platform.machine()}, {os.cpu_count()} cores)"
+
+
+class ProgressRecords:
+    """A progress record (ddp_train.progress, progress.schema.json) per log interval on every rank's stdout,
+    and the same scalars in TensorBoard event files (--tensorboard DIR, rank 0). Built from the figures the
+    interval log has already brought to the host: nothing here touches the device."""
+
+    def __init__(self, run):
+        from .tboard import open_writer
+
+        self.run, a = run, run.args
+        self.on = a.progress_records == "on"
+        self.tb = open_writer(a.tensorboard) if (a.tensorboard and run.rt.is0) else None
+        self.resumed = (run.pos.global_step, run.resumed_from) if run.resumed_from else (None, None)
+
+    def emit(self, info):
+        """``info``: the interval's step record (the metrics file's "step" event)."""
+        r = self.run
+        if self.tb is not None:
+            self.tb.scalars(info["step"], loss=info["loss"], lr=info["lr"], samples_per_sec=info["images_per_sec"],
+                            gpu_util=info["gpu_util"])
+        if not self.on:
+            return
+        from . import progress
+
+        saved = r.metrics.last_checkpoint
+        ckpt_step, ckpt_path = saved if saved else (None, None)
+        if r.args.output_dir and r.saved_at >= 0 and (ckpt_step is None or r.saved_at > ckpt_step):
+            ckpt_step, ckpt_path = r.saved_at, None  # saved by rank 0: this rank knows the step only
+        if ckpt_step is None:
+            ckpt_step, ckpt_path = self.resumed
+        progress.report(step=info["step"], total=r.stop_at, epoch=info["epoch"] + 1, epochs=r.args.epochs,
+                        loss=info["loss"], lr=info["lr"], samples_per_sec=info["images_per_sec"],
+                        step_time_s=info["step_time_s"], gpu_util=info["gpu_util"], gpu_mem_gb=r.gpu.mem_gb(),
+                        checkpoint_step=ckpt_step, checkpoint_path=ckpt_path,
+                        wall_time_s=round(r.rt.elapsed(), 3))
+
+    def epoch_done(self, test_acc):
+        if self.tb is not None and test_acc is not None:
+            self.tb.scalars(self.run.pos.global_step, test_acc=test_acc)
+

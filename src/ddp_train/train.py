@@ -15,7 +15,7 @@ from . import summary as summary_mod
 from .config import WORKLOAD_DEFAULTS
 from .evaluation import Checks
 from .intervallog import IntervalLog, emit, epoch_line
-from .metrics import EpochBar, GpuStats, MetricsFile, device_name
+from .metrics import EpochBar, GpuStats, MetricsFile, ProgressRecords, device_name
 from .position import Position, run_length
 from .profiler import StepProfiler
 from .runtime import Runtime
@@ -97,7 +97,7 @@ class Trainer:
         a, rt, pos = self.args, self.rt, self.pos
         timer = StepTimer(self.warmup_steps, sync=rt.sync_device, gpu=self.gpu)
         outcome = Outcome()
-        self.saved_at = -1  # the step of this run's last checkpoint
+        self.saved_at, self.records = -1, ProgressRecords(self)  # last checkpoint's step; progress records
         self.runner.start()
         self.prof = StepProfiler(a.profile_dir, a.profile_steps, rt.rank, rt.device, self.warmup_steps,
                                  self.stop_at, pos.global_step)
@@ -146,7 +146,7 @@ class Trainer:
         a, rt, pos = self.args, self.rt, self.pos
         seen, stop = 0, False
         log = IntervalLog(rt.device, lambda rec: emit(rec, rt=rt, metrics=self.metrics, gpu=self.gpu, epochs=a.epochs,
-                                                      global_batch=self.global_batch, epoch_steps=self.epoch_steps))
+                                                      global_batch=self.global_batch, epoch_steps=self.epoch_steps, records=self.records))
         log.start()
         bar = EpochBar(self.epoch_steps, f"epoch {epoch + 1}/{a.epochs}") if self.bar else None
         it = self.inputs.loader.epoch(epoch, pos.step_in_epoch, pos.segment)
@@ -213,7 +213,7 @@ class Trainer:
         self.pos.next_epoch()
         if not self.args.no_eval:
             o.test_acc, o.test_loss = self.checks.evaluate(self.pos.global_step)
-        epoch_line(o, epoch, ep_time, rt=self.rt, metrics=self.metrics, gpu=self.gpu, epochs=self.args.epochs)
+        epoch_line(o, epoch, ep_time, rt=self.rt, metrics=self.metrics, gpu=self.gpu, epochs=self.args.epochs, records=self.records)
         self.epoch_steps = self.steps_per_epoch
 
     def _write_summary(self, timer, outcome):

@@ -79,8 +79,9 @@ def _finish(p, cmd, timeout):
 
 
 def summary(proc) -> dict:
-    """Rank 0's summary: the LAST stdout line, one JSON object."""
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    """Rank 0's summary: the LAST stdout line, one JSON object (the ranks' progress records aside: another rank's
+    may come after it)."""
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip() and '"event":"progress"' not in ln]
     assert lines, f"no stdout; rc={proc.returncode}\nstderr:\n{proc.stderr[-3000:]}"
     try:
         s = json.loads(lines[-1])

@@ -478,3 +478,61 @@ def test_a_host_stopped_mid_job_ends_it_naming_the_host_and_down_cleans_it_when_
     assert b.labelled(job) == [f"{job}-node-1"]  # left there while the host was away
     down = ddpctl("down", job, "--docker-hosts", urls, env=_hosts_env(two_hosts))
     assert down.returncode == 0 and "removed 1 container(s)" in down.stderr, down.stderr
+def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_image, job, tmp_path):
+    """status across two Docker hosts: step up, ETA down; a node killed on host b restarts the job, which goes on
+    from its checkpoint; after down, logs gives the same lines and status the final result."""
+    a, b = two_hosts.hosts
+    urls = ",".join(two_hosts.urls)
+    env = _hosts_env(two_hosts, DDPCTL_DOCKER_HOSTS=urls)
+    train = ["ddp-train", "--workload", "toy", "--train-size", "1024", "--test-size", "64", "--batch-size", "32",
+             "--epochs", "1", "--no-eval", "--log-interval", "1", "--checkpoint-every", "3", "--output-dir",
+             "/checkpoints", "--debug-step-sleep", "0.5"]
+    up = subprocess.Popen([DDPCTL, "up", "--name", job, "--nodes", "2", "--docker-hosts", urls, "--hosts",
+                           ",".join(two_hosts.addresses), "--image", cpu_image, "--max-restarts", "1",
+                           # one checkpoint directory both hosts see (both daemons run on this machine)
+                           "-v", f"{tmp_path}:/checkpoints", "--", *train],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+
+    def status(check=True) -> dict:
+        p = ddpctl("status", job, "--json", env=env, timeout=60)
+        assert p.returncode == 0 or not check, p.stderr
+        return json.loads(p.stdout) if p.returncode == 0 else {"progress": None}
+
+    def until(test, what, timeout=300):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = test()
+            if got:
+                return got
+            if up.poll() is not None:
+                out, err = up.communicate()
+                raise AssertionError(f"up exited {up.returncode} before {what}:\n{out[-2000:]}\n{err[-2000:]}")
+            time.sleep(0.5)
+        raise AssertionError(f"timed out waiting for {what}: {status(False)}")
+
+    try:
+        first = until(lambda: (s := status(False))["progress"] and s["progress"]["step"] >= 2 and s, "records")
+        assert {n["host"] for n in first["nodes"]} == set(two_hosts.urls) and len(first["ranks"]) == 2
+        second = until(lambda: (s := status())["progress"]["step"] >= first["progress"]["step"] + 2 and s, "steps")
+        assert second["progress"]["eta_s"] < first["progress"]["eta_s"]
+        until(lambda: status()["progress"]["checkpoint"], "a checkpoint")
+        b.docker("kill", f"{job}-node-1")
+        after = until(lambda: (s := status())["restarts"] == 1 and s["ranks"] and
+                      all(r["restart"] == 1 for r in s["ranks"]) and s, "progress after the restart")
+        ckpt = after["progress"]["checkpoint"]["step"]
+        assert ckpt % 3 == 0 and after["progress"]["step"] > ckpt
+        out, err = up.communicate(timeout=400)
+        assert up.returncode == 0, out[-2000:] + err[-2000:]
+    finally:
+        if up.poll() is None:
+            up.kill()
+    assert '"event":"progress"' not in out  # not a terminal: the records are not printed
+    final = status()
+    assert final["result"] == "succeeded" and final["summary"]["steps"] == 16 and final["restarts"] == 1
+    before = ddpctl("logs", job, env=env)
+    down = ddpctl("down", job, env=env)
+    assert down.returncode == 0 and "its output is kept in" in down.stderr, down.stderr
+    after_down = ddpctl("logs", job, env=env)
+    assert after_down.returncode == 0 and after_down.stdout == before.stdout and before.stdout
+    gone = status()
+    assert gone["source"] == "kept" and gone["result"] == "succeeded" and gone["progress"]["step"] == 16

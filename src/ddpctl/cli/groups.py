@@ -13,4 +13,4 @@ all keeps ``ddpctl --help`` fast.
 
 from __future__ import annotations
 
-from ddpctl.cli import bench, cluster, doctor, image, render, validate  # noqa: F401  (each registers its commands on `app`)
+from ddpctl.cli import bench, cluster, doctor, image, render, validate, watchcmd  # noqa: F401  (each registers its commands on `app`)

@@ -153,6 +153,12 @@ def up(**kw) -> None:
         if stop.closed:
             silence_stdout()
         sys.exit(stop.exit_code)
+    if not rm:  # with --rm the removal has kept it already
+        from ddpctl.watch import history
+
+        kept = history.keep(engine, plan.job)  # 'ddpctl logs/status' read it once the containers are gone
+        if kept:
+            err(f"job {plan.job}: output kept in {kept}")
     if finished.failure is not None:
         raise finished.failure
     again = f" after {finished.restarts} restart(s)" if finished.restarts else ""

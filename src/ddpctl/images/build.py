@@ -83,9 +83,10 @@ def wheel_requirements(wheel: Path) -> list[str]:
 
 
 def image_requirements(plan: BuildPlan, wheel: Path) -> list[str]:
-    """What stage 1 installs: torch (skipped there when the base has it) and ddpctl's dependencies."""
+    """What stage 1 installs: torch (skipped there when the base has it) and ddpctl's dependencies; the CUDA image
+    also gets tensorboard (ddp-train --tensorboard; the CPU image stays offline with the wheelhouse it has)."""
     # numpy: torch's optional array interop; without it every process warns at import
-    return [f"torch=={plan.torch_version}", "numpy", *wheel_requirements(wheel)]
+    return [f"torch=={plan.torch_version}", "numpy", *wheel_requirements(wheel)] + ([] if plan.cpu else ["tensorboard"])
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

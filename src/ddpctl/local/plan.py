@@ -27,7 +27,7 @@ from ddpctl.targets import Support, Unsupported
 SUPPORT = Support("ddpctl up", sections=("nccl",), honours=frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
     "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "docker_hosts",
-    "master_addr", "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
+    "master_addr", "max_restarts", "memlock", "cpus_per_node", "memory_per_node", "tensorboard",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
 }), unsupported=(
     Unsupported("hosts without docker_hosts", lambda s: s.multi_host and not s.docker_hosts,
@@ -229,13 +229,17 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
     containers = plan_containers(spec, cwd=cwd, default_user=default_user, host_cpus=host_cpus,
                                  torchrun_restarts=False)
     volume = None
-    if spec.max_restarts:  # ddpctl.local.restarts: the checkpoint directory, the argv of the first start and restarts
+    if spec.tensorboard:  # ddp-train's event files go to the checkpoint directory, mounted below
+        containers = tuple(replace(c, argv=restarts.tensorboard_argv(c.argv)) for c in containers)
+    if spec.max_restarts or spec.tensorboard:
+        # ddpctl.local.restarts: the checkpoint directory, the argv of the first start and restarts
         if not any(m.target == restarts.CHECKPOINT_DIR for m in containers[0].mounts):
             volume = restarts.volume_name(spec.name)
         extra = (Mount(volume, restarts.CHECKPOINT_DIR, False, False),) if volume else ()
         containers = tuple(replace(
             c, mounts=c.mounts + extra, env=c.env + ((restarts.CHECKPOINT_ENV, restarts.CHECKPOINT_DIR),),
-            argv=restarts.first_argv(c.argv), restart_argv=restarts.restart_argv(c.argv)) for c in containers)
+            argv=restarts.first_argv(c.argv) if spec.max_restarts else c.argv,
+            restart_argv=restarts.restart_argv(c.argv) if spec.max_restarts else None) for c in containers)
     host_network = spec.network == "host"
     return LocalPlan(job=spec.name, image=spec.resolved_image, network=containers[0].network,
                      network_labels=tuple(launch.labels(spec).items()), containers=containers,

@@ -38,6 +38,8 @@ SUPPORT = Support(TARGET, sections=("nccl", wssection.SECTION), honours=wssectio
                 "torchrun's elastic c10d rendezvous needs nodes that may come and go",
                 "give a fixed node count (max_restarts for restarts), or render a pytorchjob or a slurm script",
                 fields=("min_nodes",)),
+    Unsupported("tensorboard", lambda s: s.tensorboard, "it is an option of ddpctl up (event files on the job's checkpoint volume)",
+                "drop tensorboard and give ddp-train --tensorboard DIR on a volume you mount (volumes)"),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts),
                 "it says where 'ddpctl up' starts each node; a compose file runs wherever docker-compose points",
                 "drop docker_hosts (keep hosts) and run each file on its host: "

@@ -28,6 +28,9 @@ SECTIONS = ("nccl", "kubernetes", wssection.SECTION)
 
 # Spec features that make sense for Docker/Slurm but not for a pod that Kubernetes places itself.
 COMMON_UNSUPPORTED: tuple[Unsupported, ...] = wssection.UNSUPPORTED + (
+    Unsupported("tensorboard", lambda s: s.tensorboard, "it is an option of ddpctl up (event files on the job's "
+                "checkpoint volume)", "drop tensorboard and give ddp-train --tensorboard DIR on a volume you mount "
+                "(volumes)"),
     Unsupported("hosts", lambda s: bool(s.hosts), "Kubernetes places pods on nodes itself",
                 "drop hosts, or use kubernetes.node_selector"),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Kubernetes runs the pods, not Docker hosts",

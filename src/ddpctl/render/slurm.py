@@ -31,6 +31,8 @@ SUPPORT = Support(TARGET, sections=("nccl", "slurm", wssection.SECTION), honours
     "slurm.partition", "slurm.account", "slurm.qos", "slurm.time", "slurm.cpus_per_task", "slurm.mem",
     "slurm.container", "slurm.container_image", "slurm.output", "min_nodes", "slurm.requeue", "slurm.signal_seconds",
 }), unsupported=wssection.UNSUPPORTED + (
+    Unsupported("tensorboard", lambda s: s.tensorboard, "it is an option of ddpctl up (event files on the job's checkpoint volume)",
+                "drop tensorboard and give ddp-train --tensorboard DIR on a volume you mount (volumes)"),
     Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
                 "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Slurm starts the job on the nodes it allocates",

@@ -159,6 +159,11 @@ _TABLE: list[Field] = [
           sample="10.0.0.1", needs={"network": "host"}),
     Field("memlock", _bool,
           sample=True),
+    Field("tensorboard", _bool, Flag(
+        ("--tensorboard",), bool, "ddp-train writes TensorBoard event files (--tensorboard) to "
+        "/checkpoints/tensorboard on the job's checkpoint volume (or your own -v DIR:/checkpoints).",
+        commands=("up",)),
+          sample=True),
     Field("cpus_per_node", c.cpus,
           sample=2),
     Field("memory_per_node", _memory,

@@ -107,8 +107,11 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
     ``DDPCTL_ENGINE_WAIT``; one line through ``say``); when it answers again the stream resumes after its last
     line, when it does not the outcome names it (:attr:`Outcome.lost`) and the caller ends the job.
     """
+    from ddpctl.watch.live import LiveLine
+
     out = out or sys.stdout
     wait_s = engine_wait_s() if wait_s is None else wait_s
+    live = LiveLine.on(out, job.restarts)  # a terminal: one live progress line under the rank lines
     width = label_width(len(job.plan.containers) or max(job.ids) + 1, job.plan.world_size)
     streams = Streams(engine)
     for r, c in job.ids.items():
@@ -117,14 +120,18 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
     outcome = Outcome({}, None)
     try:
         _loop(job, engine, streams, outcome, out=out, color=color, width=width, stop_on_failure=stop_on_failure,
-              mute_after=mute_after, say=say, wait_s=wait_s, watch=watch)
+              mute_after=mute_after, say=say, wait_s=wait_s, watch=watch, live=live)
     finally:
         streams.close()
+        if live is not None:
+            live.close()
     return outcome
 
 
 def _loop(job: Job, engine: Engine, streams: Streams, outcome: Outcome, *, out, color: bool, width: int,
-          stop_on_failure: bool, mute_after, say: Say, wait_s: float, watch: EngineWatch | None) -> None:
+          stop_on_failure: bool, mute_after, say: Say, wait_s: float, watch: EngineWatch | None, live=None) -> None:
+    from ddpctl.watch.live import consume
+
     codes, stopped = outcome.codes, outcome.stopped
     lost_peer: set[int] = set()  # nodes whose launcher said its failure was a lost peer
     fails: dict[int, int] = {}  # node -> broken streams in a row while its engine answered
@@ -176,10 +183,10 @@ def _loop(job: Job, engine: Engine, streams: Streams, outcome: Outcome, *, out, 
             found = LAUNCH_FAILURE.match(value)
             if found and "lost a peer" in (found.group(3) or ""):
                 lost_peer.add(rank)
-            if muted or (mute_after is not None and peer_loss_line(value)):
+            if muted or (mute_after is not None and peer_loss_line(value)) or consume(live, value):
                 continue
             try:
-                out.write(format_line(rank, value, width, color) + "\n")
+                (live or out).write(format_line(rank, value, width, color) + "\n")
                 out.flush()
             except BrokenPipeError:
                 raise OutputClosed() from None

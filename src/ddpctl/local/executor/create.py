@@ -36,7 +36,10 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None,
     """Remove every container, network and volume labelled ``job`` (``keep_volumes``: not its checkpoint
     volume, for ``up --resume``). Idempotent.
 
-    Returns (containers, networks, volumes)."""
+    Returns (containers, networks, volumes). The containers' output is kept first (ddpctl.watch.history)."""
+    from ddpctl.watch import history
+
+    history.keep(engine, job, removing=True)
     n_c = n_n = n_v = 0
     for attempt in range(3):  # an attached `up` may be restarting the job meanwhile: remove what it made, again
         for c in engine.containers(label=job_label(job)):
@@ -130,6 +133,9 @@ def restart(job: Job, engine: Engine) -> None:
     """Restart every node of a stopped job: its containers are recreated (restart argv, restart count) and
     started; the network and the checkpoint volume stay. A failure raises :class:`EngineError` (the caller
     removes the job)."""
+    from ddpctl.watch import history
+
+    history.keep(engine, job.plan.job)  # this attempt's output outlives its containers
     for cid in job.ids.values():
         engine.remove_container(cid)
     job.ids = {}

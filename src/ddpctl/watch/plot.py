@@ -1,0 +1,79 @@
+"""``ddpctl plot``: loss and samples/s against step, one line per rank, restarts marked, jobs side by side.
+matplotlib (the ``bench`` extra) is imported here only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpctl.errors import UsageError
+from ddpctl.watch import records as rec_mod
+from ddpctl.watch.status import JobView
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("ddpctl plot needs matplotlib, which is not installed",
+                         "install the bench extra: pip install 'ddpctl[bench]'") from None
+    return plt
+
+
+def draw(views: list[JobView], output: Path) -> None:
+    data = []
+    for v in views:
+        ranks, _ = rec_mod.collect(v.lines)
+        if not ranks:
+            raise UsageError(f"{v.job}: no progress records to plot",
+                             "plot a job whose program writes them (ddp-train does; see ddp_train.progress)")
+        data.append((v, ranks))
+    if output.suffix.lower() != ".png":
+        raise UsageError(f"--output {output} is not a .png file", "pass e.g. -o progress.png")
+    plt = _pyplot()
+    cols = len(data)
+    fig, axes = plt.subplots(2, cols, figsize=(5.2 * cols, 6.4), squeeze=False, sharex="col")
+    for c, (view, ranks) in enumerate(data):
+        loss_ax, rate_ax = axes[0][c], axes[1][c]
+        restarts: dict[int, int] = {}  # restart number -> first step it reported
+        for rank in sorted(ranks):
+            recs = ranks[rank].records
+            runs: dict[int, list[dict]] = {}
+            for r in recs:
+                runs.setdefault(r.get("restart", 0) or 0, []).append(r)
+                restarts[r.get("restart", 0) or 0] = min(restarts.get(r.get("restart", 0) or 0, r["step"]), r["step"])
+            color = f"C{rank % 10}"
+            for i, (_, part) in enumerate(sorted(runs.items())):
+                label = f"rank {rank}" if i == 0 else None
+                steps = [r["step"] for r in part]
+                loss = [(s, r["loss"]) for s, r in zip(steps, part, strict=True) if r.get("loss") is not None]
+                rate = [(s, r["samples_per_sec"]) for s, r in zip(steps, part, strict=True)
+                        if r.get("samples_per_sec") is not None]
+                if loss:
+                    loss_ax.plot(*zip(*loss, strict=True), color=color, lw=1.2, marker=".", ms=3, label=label)
+                if rate:
+                    rate_ax.plot(*zip(*rate, strict=True), color=color, lw=1.2, marker=".", ms=3, label=label)
+        for n, step in sorted(restarts.items()):
+            if n == 0:
+                continue
+            for ax in (loss_ax, rate_ax):
+                ax.axvline(step, color="0.4", ls="--", lw=1)
+            loss_ax.annotate(f"restart {n}", (step, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                             textcoords="offset points", fontsize=8, color="0.3")
+        loss_ax.set_title(view.job + (f" ({view.result})" if view.result else ""), fontsize=10)
+        loss_ax.set_ylabel("loss")
+        rate_ax.set_ylabel("samples/s")
+        rate_ax.set_xlabel("step")
+        for ax in (loss_ax, rate_ax):
+            ax.grid(alpha=0.3)
+        if len(ranks) <= 16:
+            loss_ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    try:
+        fig.savefig(output, dpi=110)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output} ({exc.strerror or exc})", "pass a writable --output") from None
+    finally:
+        plt.close(fig)

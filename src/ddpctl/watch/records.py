@@ -1,0 +1,165 @@
+"""Progress records (``ddp_train/progress.schema.json``, version 1) and summaries read back from output lines,
+and what they say per rank: the newest step, the rate, the ETA. Pure: no I/O."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+RANK_PREFIX = re.compile(r"^rank-(\d+) \| ")
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z? ")
+SUPPORTED = 1  # the newest record version this reader knows; a newer one is read for the keys it knows
+
+
+def strip_rank(text: str) -> str:
+    m = RANK_PREFIX.match(text)
+    return text[m.end():] if m else text
+
+
+def parse_event(text: str, event: str) -> dict | None:
+    """The JSON object of ``event`` ("progress", "summary") on one output line (a ``rank-N | `` prefix and a
+    Docker timestamp are skipped), else None."""
+    text = strip_rank(text).strip()
+    if not text.startswith("{") or f'"{event}"' not in text:
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("event") != event:
+        return None
+    if event == "progress" and not (isinstance(obj.get("step"), int) and isinstance(obj.get("rank", 0), int)):
+        return None
+    return obj
+
+
+def is_record(text: str) -> bool:
+    return parse_event(text, "progress") is not None
+
+
+def stamp_seconds(stamp: str) -> float | None:
+    """A Docker log timestamp (RFC 3339, UTC, nanoseconds) as Unix seconds."""
+    import datetime as dt
+
+    m = STAMP.match(stamp + " ")
+    if not m:
+        return None
+    whole, _, frac = m.group(1).partition(".")
+    try:
+        t = dt.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+    except ValueError:
+        return None
+    return t + (float("0." + frac[:6]) if frac else 0.0)
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+@dataclass
+class RankProgress:
+    """One rank's records, oldest first (across restarts)."""
+
+    rank: int
+    records: list[dict] = field(default_factory=list)
+
+    @property
+    def last(self) -> dict:
+        return self.records[-1]
+
+    def step_time(self) -> float | None:
+        """Seconds per step now: the record's own figure, else from its last two records of one run."""
+        t = _num(self.last.get("step_time_s"))
+        if t:
+            return t
+        if len(self.records) >= 2:
+            a, b = self.records[-2], self.records[-1]
+            if a.get("restart") == b.get("restart") and b["step"] > a["step"] and _num(b.get("time")) \
+                    and _num(a.get("time")):
+                return (b["time"] - a["time"]) / (b["step"] - a["step"])
+        return None
+
+    def eta_s(self, now: float | None = None) -> float | None:
+        total, st = self.last.get("total"), self.step_time()
+        if not isinstance(total, int) or st is None:
+            return None
+        left = max(0, total - self.last["step"]) * st
+        if now is not None and _num(self.last.get("time")):
+            left = max(0.0, left - max(0.0, now - self.last["time"]))
+        return left
+
+    def to_dict(self, now: float | None = None) -> dict:
+        r = self.last
+        total = r.get("total") if isinstance(r.get("total"), int) else None
+        eta = self.eta_s(now)
+        return {"rank": self.rank, "node": r.get("node"), "host": r.get("host"), "restart": r.get("restart", 0),
+                "step": r["step"], "total": total,
+                "percent": round(100.0 * r["step"] / total, 1) if total else None,
+                "epoch": r.get("epoch"), "samples_per_sec": _num(r.get("samples_per_sec")),
+                "step_time_s": self.step_time(), "loss": _num(r.get("loss")), "lr": _num(r.get("lr")),
+                "gpu_util": _num(r.get("gpu_util")), "gpu_mem_gb": _num(r.get("gpu_mem_gb")),
+                "eta_s": None if eta is None else round(eta, 1),
+                "checkpoint": r.get("checkpoint") if isinstance(r.get("checkpoint"), dict) else None,
+                "time": r.get("time"), "records": len(self.records)}
+
+
+def collect(lines) -> tuple[dict[int, RankProgress], dict | None]:
+    """(rank -> progress, the newest summary) from output lines (text, prefixes allowed), in output order."""
+    ranks: dict[int, RankProgress] = {}
+    summary = None
+    for text in lines:
+        rec = parse_event(text, "progress")
+        if rec is not None:
+            rank = rec.get("rank", 0)
+            ranks.setdefault(rank, RankProgress(rank)).records.append(rec)
+            continue
+        s = parse_event(text, "summary")
+        if s is not None:
+            summary = s
+    for rp in ranks.values():  # several sources (attempts, nodes) may interleave: time order within a rank
+        rp.records.sort(key=lambda r: (r.get("restart", 0), r.get("time") or 0.0))
+    return ranks, summary
+
+
+def job_progress(ranks: dict[int, RankProgress], now: float | None = None) -> dict | None:
+    """The job's line: its slowest rank's step and ETA, the ranks' median rate, the newest checkpoint."""
+    if not ranks:
+        return None
+    rows = [rp.to_dict(now) for rp in ranks.values()]
+    step = min(r["step"] for r in rows)
+    totals = [r["total"] for r in rows if r["total"]]
+    total = max(totals) if totals else None
+    rates = sorted(r["samples_per_sec"] for r in rows if r["samples_per_sec"] is not None)
+    etas = [r["eta_s"] for r in rows if r["eta_s"] is not None]
+    ckpts = [r["checkpoint"] for r in rows if r["checkpoint"]]
+    ckpt = max(ckpts, key=lambda c: (c.get("step", -1), c.get("path") is not None)) if ckpts else None
+    return {"step": step, "total": total, "percent": round(100.0 * step / total, 1) if total else None,
+            "samples_per_sec": rates[len(rates) // 2] if rates else None, "eta_s": max(etas) if etas else None,
+            "loss": _mean([r["loss"] for r in rows]), "checkpoint": ckpt,
+            "restart": max(r["restart"] or 0 for r in rows), "slowest_rank": slowest(rows)}
+
+
+def _mean(values):
+    vals = [v for v in values if v is not None]
+    return round(sum(vals) / len(vals), 4) if vals else None
+
+
+def slowest(rows: list[dict]) -> int | None:
+    """The rank that holds the job back: the fewest steps done, then the longest step time."""
+    if len(rows) < 2 or all(r["total"] and r["step"] >= r["total"] for r in rows):
+        return None  # one rank, or every rank is done
+    key = [(r["step"], -(r["step_time_s"] or 0.0), -r["rank"]) for r in rows]
+    low = min(key)
+    if all(k[0] == low[0] for k in key) and len({round(r["step_time_s"] or 0.0, 6) for r in rows}) == 1:
+        return None  # no rank is behind
+    return -low[2]
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"

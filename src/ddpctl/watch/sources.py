@@ -1,0 +1,135 @@
+"""Where ``status``, ``ps`` and ``plot`` find a job's output: its containers (this host or ``--docker-hosts``)
+with the kept output of its earlier attempts, the kept folder of a job that is gone
+(:mod:`ddpctl.watch.history`), a Slurm job's output file in its submit directory, or files named on the
+command line. Each gives a :class:`~ddpctl.watch.status.JobView`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from ddpctl.errors import UsageError
+from ddpctl.watch import history
+from ddpctl.watch.records import stamp_seconds
+from ddpctl.watch.status import JobView, NodeView
+
+STATUS_TAIL = 5000  # lines of each node's live output status reads (plot reads all)
+
+
+def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView | None:
+    """A job that has containers on ``engine``; None when it has none."""
+    from ddpctl.local.executor.common import job_label, split_lines
+
+    found = [c for c in engine.containers(label=job_label(job)) if c.labels.get(history.LABEL_NODE, "").isdigit()]
+    if not found:
+        return None
+    attempt = max(history._attempt(c.labels) for c in found)
+    view = JobView(job, "docker", restarts=attempt)
+    kept = history.find(job)
+    if kept is not None and attempt > 0:
+        view.lines += kept.texts(attempts=range(attempt))
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(c) -> list[str]:
+        try:
+            return list(split_lines(engine.logs(c.id, tail=tail, timestamps=True)))
+        except Exception:  # noqa: BLE001 - removed meanwhile ('ddpctl down', a restart): no lines
+            return []
+
+    found.sort(key=lambda c: int(c.labels[history.LABEL_NODE]))
+    with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:  # one request per node, side by side
+        outputs = list(pool.map(read, found))
+    for c, lines in zip(found, outputs, strict=True):
+        last = None
+        for line in lines:
+            stamp, _, text = line.partition(" ")
+            view.lines.append(text)
+            last = stamp
+        view.nodes.append(NodeView(int(c.labels[history.LABEL_NODE]), c.state, c.exit_code, attempt, c.name, c.host,
+                                   stamp_seconds(last) if last else None))
+    return view
+
+
+def kept_view(kept: history.Kept) -> JobView:
+    m = kept.meta
+    attempt = max((a for a, _ in kept.lines), default=0)
+    view = JobView(m.get("job", kept.folder.name), "kept", lines=kept.texts(), restarts=m.get("restarts", attempt),
+                   state=m.get("state") or "exited", result=m.get("result"), kept=str(kept.folder))
+    codes = m.get("exit_codes") or {}
+    for (a, n), lines in sorted(kept.lines.items()):
+        if a == attempt:
+            view.nodes.append(NodeView(n, "removed" if m.get("removed") else (m.get("state") or "exited"),
+                                       codes.get(str(n)), attempt, f"{view.job}-node-{n}",
+                                       (m.get("hosts") or {}).get(str(n), ""),
+                                       stamp_seconds(lines[-1][0]) if lines else None))
+    return view
+
+
+def job_view(engine, job: str) -> JobView:
+    """A job's containers, else its kept output; a one-line error when neither exists."""
+    view = docker_view(engine, job) if engine is not None else None
+    if view is not None:
+        return view
+    kept = history.find(job)
+    if kept is not None:
+        return kept_view(kept)
+    raise UsageError(f"no job {job}: no containers and no kept output in {history.root()}",
+                     "list jobs with 'ddpctl ps --all'")
+
+
+_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+def slurm_view(job_id: str, directory: Path) -> JobView:
+    """A Slurm job of a rendered script: scontrol's state, restarts and exit code (while slurmctld still
+    knows the job), its ranks' records from the job's output file (StdOut, else DIR/*-JOBID.out)."""
+    if not job_id.isdigit():
+        raise UsageError(f"--slurm {job_id!r} is not a Slurm job id", "pass the number sbatch printed")
+    fields: dict[str, str] = {}
+    try:
+        out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=20)
+        if out.returncode == 0:
+            fields = dict(_FIELD.findall(out.stdout))
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    path = Path(fields["StdOut"]) if fields.get("StdOut") else None
+    if path is None or not path.is_file():
+        hits = sorted(directory.glob(f"*{job_id}*.out")) or sorted(directory.glob(f"*{job_id}*"))
+        path = hits[0] if hits else None
+    if path is None and not fields:
+        raise UsageError(f"Slurm job {job_id}: scontrol does not know it and {directory} has no *{job_id}*.out",
+                         "run status in the job's submit directory, or pass --dir DIR")
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path else []
+    state = fields.get("JobState", "").lower() or "exited"
+    code = fields.get("ExitCode", "")
+    exit_code = int(code.split(":")[0]) if code.split(":")[0].isdigit() else None
+    restarts = int(fields["Restarts"]) if fields.get("Restarts", "").isdigit() else 0
+    nodes = int(fields["NumNodes"]) if fields.get("NumNodes", "").isdigit() else 1
+    mtime = os.path.getmtime(path) if path else None
+    running = state in ("running", "completing", "pending", "configuring", "requeued")
+    view = JobView(fields.get("JobName") or f"slurm-{job_id}", "slurm", lines=lines, restarts=restarts,
+                   state="running" if running else state, kept=str(path) if path else None)
+    if not running:
+        view.result = "succeeded" if state == "completed" and exit_code == 0 else "failed"
+    for n in range(nodes):
+        view.nodes.append(NodeView(n, state, None if running else exit_code, restarts,
+                                   f"slurm job {job_id}", "", mtime))
+    return view
+
+
+def file_view(path: Path) -> JobView:
+    """``plot FILE``: a kept job folder, a progress.jsonl, or any output/log file with records."""
+    if path.is_dir():
+        kept = history.load(path)
+        if kept is None or not kept.lines and not (path / "progress.jsonl").exists():
+            raise UsageError(f"{path} is not a kept job folder", "pass a job name, a folder under "
+                             f"{history.root()}, or a file with progress records")
+        return kept_view(kept)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror or exc})", "pass a job name or a readable file") from None
+    lines = [ln.partition(" ")[2] if stamp_seconds(ln.partition(" ")[0]) else ln for ln in text.splitlines()]
+    return JobView(path.name, "files", lines=lines, state="exited")
