@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 # DDPCTL_TEST_IMAGE: run the tests on another tag (e.g. an image built from a scratch merge)
@@ -27,6 +28,13 @@ def labelled(client, job: str) -> tuple[list[str], list[str]]:
     f = {"label": f"ddpctl.job={job}"}
     return ([c.name for c in client.containers.list(all=True, filters=f)],
             [n.name for n in client.networks.list(filters=f)])
+
+
+def own_requirements(*lines: str) -> str:
+    """A requirements.txt text that no other test writes: the requirements layer's tag is a hash of the text
+    (ddpctl/workspace-deps:<hash>), and a test removes its layer at the end, so tests with the same text (run at
+    once by pytest-xdist, or by another session on the same engine) would remove each other's layer mid-build."""
+    return "".join(f"{line}\n" for line in lines) + f"# this test's own requirements layer: {uuid.uuid4().hex}\n"
 
 
 def make_wheel(dest: Path, name: str, version: str, source: str) -> Path:
