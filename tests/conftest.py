@@ -56,6 +56,15 @@ def pytest_collection_modifyitems(config, items):
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 
 
+@pytest.hookimpl(trylast=True)  # the last line of the run's output
+def pytest_terminal_summary(terminalreporter, config):
+    """The order's seed again at the end, also under -q (pytest-randomly's own line is in the header -q hides)."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(f"random test order: seed {seed} (the same order again: "
+                                    f"--randomly-seed={seed})")
+
+
 def _mode(item) -> str | None:
     if item.get_closest_marker("engine_exclusive"):
         return "exclusive"
