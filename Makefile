@@ -6,22 +6,40 @@ BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0
 # the tag make image-cpu builds and the integration tests run on
 CPU_IMAGE ?= ddpctl/ddp-train:cpu
+# pytest-xdist workers. `make test`: most integration tests wait on containers, Slurm or a registry rather than
+# compute, so 3 workers beat 2 on 2 cores (docs/BENCHMARKS.md); tests sharing a service run on one worker
+# (xdist_group marks, --dist loadgroup). `make check`: CPU-bound, one worker per core.
+TEST_WORKERS ?= 3
+CHECK_WORKERS ?= 2
 
-.PHONY: install test unit render lint image image-cpu engine base-image wheelhouse clean
+.PHONY: install check test unit render lint image image-cpu engine base-image wheelhouse clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-install: $(BIN)/python  ## venv with ddpctl (editable), CPU torch and the test tools
+# installed once, again when pyproject.toml changes (ddpctl itself is editable: source edits need nothing)
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_CPU)
 	$(BIN)/pip install -q -e '.[dev]'
+	touch '$@'
 
-unit: install  ## fast tests: no Docker Engine needed
-	$(BIN)/pytest -q tests -m "not docker"
+install: $(VENV)/.installed  ## venv with ddpctl (editable), CPU torch and the test tools
 
+check: install  ## the inner loop, no Docker Engine needed: lint + unit + CLI tests (about a minute)
+	$(BIN)/ruff check src tests
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) tests/unit tests/cli -m "not docker and not slurm and not distributed"
+
+unit: install  ## every test that needs no Docker Engine (also torch.distributed and the Slurm cluster)
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadgroup tests -m "not docker"
+
+# --durations=40: the slowest tests in every run's output (CI's too), where a slow new test shows first.
+# PYTEST_EXIT_FILE (environment, set by .ci/run): pytest's exit status is written there, since make reports 2
+# for any failed recipe.
 test: install engine image-cpu  ## everything, on the real Docker Engine (started if needed)
-	DDPCTL_REQUIRE_DOCKER=1 DDPCTL_TEST_IMAGE='$(CPU_IMAGE)' $(BIN)/pytest -q tests
+	DDPCTL_REQUIRE_DOCKER=1 DDPCTL_TEST_IMAGE='$(CPU_IMAGE)' \
+		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40 tests; status=$$?; \
+	if [ -n "$$PYTEST_EXIT_FILE" ]; then echo "$$status" > "$$PYTEST_EXIT_FILE"; fi; exit "$$status"
 
 render: install  ## regenerate the checked-in examples under compose/ k8s/ slurm/
 	$(BIN)/python -m ddpctl.examples

@@ -1,6 +1,21 @@
-"""Every test run keeps the output of the jobs it ends (ddpctl.watch.history) in a directory of its own, never in
-the user's state directory: XDG_STATE_HOME points into a temporary directory for the whole session (ddpctl
-processes the tests start inherit it), removed when the session ends."""
+"""Suite-wide rules for running the tests in parallel (pytest-xdist, ``make test``: ``-n N --dist loadgroup``).
+
+Tests that use the Docker Engine (marker ``docker``) or the Slurm cluster (``slurm``) hold a *shared* engine
+lock from the start of their set-up to the end of their tear-down; a test marked ``engine_exclusive`` (it
+compares a snapshot of the whole engine, e.g. every image or container before and after) holds it *exclusively*,
+so no other test of this run creates or removes anything on the engine meanwhile. The lock is a file under a
+directory the controlling process makes for the run (``PYTEST_ENGINE_LOCKS``, removed at its end); an exclusive
+request closes a gate first so that new shared holders wait behind it instead of starving it. Without xdist
+(one process) the lock is taken all the same and never waits.
+
+Tests that share a service or fixed machine state (one Slurm cluster, the second dockerd with its fixed bridge,
+the two-host network namespaces) carry ``pytest.mark.xdist_group(name)``: ``--dist loadgroup`` runs each group
+on one worker, so its session/module fixtures start once per run.
+
+Every test run keeps the output of the jobs it ends (ddpctl.watch.history) in a directory of its own, never in
+the user's state directory: XDG_STATE_HOME points into a temporary directory for the whole session (each xdist
+worker has its own; ddpctl processes the tests start inherit it), removed when the session ends.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +24,76 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
+from enginelock import LOCKS_ENV, engine_lock
+
 _STATE = tempfile.mkdtemp(prefix="ddpctl-test-state-")
 os.environ["XDG_STATE_HOME"] = _STATE
 atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput") and not os.environ.get(LOCKS_ENV):
+        # the controlling process (or a plain run): workers inherit the directory through the environment
+        path = tempfile.mkdtemp(prefix="ddpctl-test-locks-")
+        os.environ[LOCKS_ENV] = path
+        config._ddpctl_locks_made = path
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, "_ddpctl_locks_made", None)
+    if made:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop(LOCKS_ENV, None)
+
+
+@pytest.hookimpl(trylast=True)  # after every conftest (and pytest-xdist) has marked the items
+def pytest_collection_modifyitems(config, items):
+    """pytest-xdist (3.8) sends an ``xdist_group`` to its scheduler as a ``@GROUP`` suffix of the test's node id,
+    which it writes to ``item._nodeid``; pytest 9.2 reads node ids from ``item._id``, so without this the groups
+    are silently ignored (every Slurm test would start a cluster of its own on whichever worker). In a worker
+    under ``--dist loadgroup`` only; a no-op once the suffix is there."""
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+@pytest.hookimpl(trylast=True)  # the last line of the run's output
+def pytest_terminal_summary(terminalreporter, config):
+    """The order's seed again at the end, also under -q (pytest-randomly's own line is in the header -q hides)."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(f"random test order: seed {seed} (the same order again: "
+                                    f"--randomly-seed={seed})")
+
+
+def _mode(item) -> str | None:
+    if item.get_closest_marker("engine_exclusive"):
+        return "exclusive"
+    if item.get_closest_marker("docker") or item.get_closest_marker("slurm"):
+        return "shared"
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    mode = _mode(item)
+    if mode == "exclusive":
+        engine_lock().exclusive()
+    elif mode == "shared":
+        engine_lock().shared()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield  # module and session fixtures end inside the last item's tear-down: still under the lock
+    if _mode(item) is not None:
+        engine_lock().release()

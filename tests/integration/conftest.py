@@ -7,19 +7,24 @@ DDPCTL_REQUIRE_DOCKER=1 (set by ``make test``), which turns a missing engine int
 A session fixture checks that no container, network or volume with ddpctl's labels is left when the tests end:
 every one created since the session began counts, except those of another test session's fixture job names
 (``t`` + 8 hex digits with another session's 3-digit prefix: the engine may be shared, e.g. a developer's run
-beside CI), so a leftover of this session cannot hide and another's cannot fail it.
+beside CI), so a leftover of this session cannot hide and another's cannot fail it. Each pytest-xdist worker is
+a session of its own (its own prefix); it checks under the run's exclusive engine lock (tests/enginelock.py),
+so no other worker of the run is half-way through a test then.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from itest_helpers import CPU_IMAGE, MANAGED, ddpctl
+
+from enginelock import engine_lock
 
 
 def pytest_collection_modifyitems(config, items):
@@ -39,6 +44,7 @@ def _engine_ok() -> str | None:
         return str(exc).splitlines()[0]
 
 
+LEFTOVER_WAIT = 30  # seconds
 SESSION = uuid.uuid4().hex[:3]  # this test session's prefix of fixture job names
 _FIXTURE_JOB = re.compile(r"^t([0-9a-f]{3})[0-9a-f]{5}")
 
@@ -75,12 +81,22 @@ def engine():
     def ours(attrs: dict, created: str) -> bool:
         return _created(attrs.get(created, "")) >= began and not _other_session(attrs)
 
-    leftovers = [c.name for c in client.containers.list(all=True, filters={"label": MANAGED})
-                 if ours(c.attrs, "Created")]
-    nets = [n.name for n in client.networks.list(filters={"label": MANAGED}) if ours(n.attrs, "Created")]
-    vols = [v.name for v in client.volumes.list(filters={"label": MANAGED}) if ours(v.attrs, "CreatedAt")]
+    def left() -> tuple[list[str], list[str], list[str]]:
+        return ([c.name for c in client.containers.list(all=True, filters={"label": MANAGED})
+                 if ours(c.attrs, "Created")],
+                [n.name for n in client.networks.list(filters={"label": MANAGED}) if ours(n.attrs, "Created")],
+                [v.name for v in client.volumes.list(filters={"label": MANAGED}) if ours(v.attrs, "CreatedAt")])
+
+    with engine_lock().exclusively():  # no other worker of this run is half-way through a test meanwhile
+        # what carries no job name (`image check`'s probe container, say) cannot be told from another session's;
+        # such a one lives seconds, a leftover stays: what is still there after LEFTOVER_WAIT s counts
+        deadline = time.monotonic() + LEFTOVER_WAIT
+        leftovers, nets, vols = left()
+        while (leftovers or nets or vols) and time.monotonic() < deadline:
+            time.sleep(1)
+            leftovers, nets, vols = left()
     assert not leftovers and not nets and not vols, \
-        f"ddpctl left containers {leftovers} / networks {nets} / volumes {vols}"
+        f"ddpctl left containers {leftovers} / networks {nets} / volumes {vols} ({LEFTOVER_WAIT} s after the tests)"
 
 
 @pytest.fixture(scope="session")

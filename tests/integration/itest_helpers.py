@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 # DDPCTL_TEST_IMAGE: run the tests on another tag (e.g. an image built from a scratch merge)
 CPU_IMAGE = os.environ.get("DDPCTL_TEST_IMAGE", "ddpctl/ddp-train:cpu")
 MANAGED = "app.kubernetes.io/managed-by=ddpctl"
 DDPCTL = str(Path(sys.executable).with_name("ddpctl"))
+INTERRUPT_GRACE = 60  # seconds a timed-out ddpctl gets after Ctrl-C to remove what it started
 
 
 def ddpctl(*args: str, cwd=None, env=None, timeout=240, check=False) -> subprocess.CompletedProcess:
+    """Run the CLI. Past ``timeout`` it gets Ctrl-C (SIGINT) first, as a user would press it, so that it removes
+    what it started (a SIGKILL would leave its containers to fail every worker's leftover check), then the
+    TimeoutExpired names the command and carries its output."""
     full_env = dict(os.environ, NO_COLOR="1")
     full_env.update(env or {})
-    proc = subprocess.run([DDPCTL, *args], capture_output=True, text=True, cwd=cwd, env=full_env,
-                          timeout=timeout)
+    with subprocess.Popen([DDPCTL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                          env=full_env) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGINT)
+            try:
+                out, err = p.communicate(timeout=INTERRUPT_GRACE)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            raise subprocess.TimeoutExpired(p.args, timeout, output=out, stderr=err) from None
+    proc = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     if check and proc.returncode != 0:
         raise AssertionError(f"ddpctl {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -27,6 +44,13 @@ def labelled(client, job: str) -> tuple[list[str], list[str]]:
     f = {"label": f"ddpctl.job={job}"}
     return ([c.name for c in client.containers.list(all=True, filters=f)],
             [n.name for n in client.networks.list(filters=f)])
+
+
+def own_requirements(*lines: str) -> str:
+    """A requirements.txt text that no other test writes: the requirements layer's tag is a hash of the text
+    (ddpctl/workspace-deps:<hash>), and a test removes its layer at the end, so tests with the same text (run at
+    once by pytest-xdist, or by another session on the same engine) would remove each other's layer mid-build."""
+    return "".join(f"{line}\n" for line in lines) + f"# this test's own requirements layer: {uuid.uuid4().hex}\n"
 
 
 def make_wheel(dest: Path, name: str, version: str, source: str) -> Path:

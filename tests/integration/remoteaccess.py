@@ -119,6 +119,9 @@ class SSH:
                 f"AuthorizedKeysFile {root}/authorized_keys", "PermitRootLogin prohibit-password",
                 "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
                 "PrintMotd no", "LogLevel VERBOSE",
+                # docker over ssh opens a connection per request, several at once; under load their logins are
+                # slow and sshd's default (10:30:100) drops new ones at random: kex_exchange_identification resets
+                "MaxStartups 200",
                 # the session's docker CLI (docker system dial-stdio) talks to this host's daemon
                 f"SetEnv DOCKER_HOST={docker_host}",
             ]) + "\n")

@@ -16,7 +16,7 @@ def test_bench_in_containers(engine, cpu_image, tmp_path):
     out = tmp_path / "out"
     proc = ddpctl("bench", "--runtime", "docker", "--image", cpu_image, "--workloads", "toy", "--strategies",
                   "single,ddp", "--gpus", "1,2", "--warmup", "1", "--steps", "3", "--batch-size", "16",
-                  "--probe-max", "256k", "--no-plots", "-o", str(out), timeout=300)
+                  "--probe-max", "256k", "--no-plots", "-o", str(out), timeout=600)
     assert proc.returncode == 0, proc.stderr
     rep = json.loads((out / "report.json").read_text())
     jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)

@@ -25,6 +25,10 @@ PRINT_GPUS = 'echo "GPUS node=$(hostname) rank=$RANK ids=$NVIDIA_VISIBLE_DEVICES
 MANAGED = "app.kubernetes.io/managed-by=ddpctl"
 
 
+# one second dockerd at a time (its default bridge ddgpu0 is a fixed name)
+pytestmark = pytest.mark.xdist_group("gpu_dockerd")
+
+
 def _required() -> bool:
     return os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1"
 

@@ -3,9 +3,11 @@
 import json
 from pathlib import Path
 
+import pytest
 from itest_helpers import ddpctl
 
 
+@pytest.mark.engine_exclusive  # compares every container on the engine before and after
 def test_image_check_reports_versions_and_leaves_nothing(engine, cpu_image):
     before = {c.id for c in engine.containers.list(all=True)}
     proc = ddpctl("image", "check", cpu_image, "--json")

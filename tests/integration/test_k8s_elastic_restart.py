@@ -78,7 +78,8 @@ def test_killed_pod_is_recreated_and_the_job_completes_from_its_checkpoint(engin
             running[pod.name] = _create(engine, net, pod, labels)
         deadline = time.monotonic() + 300
         while not any(r["step"] >= 4 for r in _records(ckpt, "checkpoint")):
-            assert time.monotonic() < deadline, {n: c.logs().decode()[-1500:] for n, c in running.items()}
+            assert time.monotonic() < deadline, ("no checkpoint at step >= 4 in metrics.jsonl within 300 s",
+                                                 {n: c.logs().decode()[-1500:] for n, c in running.items()})
             time.sleep(0.5)
         victim = pods[1]
         running[victim.name].kill()  # SIGKILL: the pod's process dies (OOM kill, lost node)
@@ -87,7 +88,9 @@ def test_killed_pod_is_recreated_and_the_job_completes_from_its_checkpoint(engin
         done: dict[str, int] = {}
         deadline = time.monotonic() + 420
         while len(done) < len(pods):
-            assert time.monotonic() < deadline, {n: c.logs().decode()[-2000:] for n, c in running.items()}
+            assert time.monotonic() < deadline, (f"pods {sorted(set(running) - set(done))} did not succeed within "
+                                                 "420 s of the kill",
+                                                 {n: c.logs().decode()[-2000:] for n, c in running.items()})
             for pod in pods:
                 if pod.name in done:
                     continue

@@ -69,7 +69,8 @@ class Live:
             self.q.put((time.monotonic(), name, line.rstrip("\n")))
         self.q.put((time.monotonic(), name, None))
 
-    def wait_for(self, test, timeout: float = 240) -> tuple[float, str]:
+    def wait_for(self, test, timeout: float = 240, what: str = "") -> tuple[float, str]:
+        """The first new line that ``test(stream, line)`` accepts; ``what`` names it in the failure."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -81,7 +82,8 @@ class Live:
             self.lines.append((t, name, line))
             if test(name, line):
                 return t, line
-        raise AssertionError("timed out waiting; last lines:\n" + "\n".join(x[2] for x in self.lines[-30:]))
+        raise AssertionError(f"no {what or 'matching line'} from ddpctl up within {timeout:.0f} s; last lines:\n"
+                             + "\n".join(x[2] for x in self.lines[-30:]))
 
     def finish(self, timeout: float = 300) -> int:
         rc = self.proc.wait(timeout=timeout)
@@ -123,12 +125,12 @@ def test_chaos_three_random_kills_end_bit_identical_to_an_uninterrupted_run(engi
     run = Live("--name", job_name, "--image", cpu_image, "--nodes", "2", "--max-restarts", "3", "--", *TRAIN)
     lost, recovery = [], []
     try:
-        _, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)))
+        _, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)), what="step line")
         step = int(STEP_LINE.match(line).group(1))
         for k in range(3):
             target = step + rng.randint(1, 8)
             while step < target:
-                _, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)))
+                _, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)), what="step line")
                 step = int(STEP_LINE.match(line).group(1))
             node = rng.randrange(2)
             t_kill = time.monotonic()
@@ -139,11 +141,11 @@ def test_chaos_three_random_kills_end_bit_identical_to_an_uninterrupted_run(engi
                 f"kill {k + 1} came after node {node} had finished (log lines {step} steps in, seed {seed}): "
                 "the step lines lag the job by more than its remaining steps")
             said = f"restart {k + 1}/3: "
-            _, line = run.wait_for(lambda n, s, said=said: n == "err" and s.startswith(said))
+            _, line = run.wait_for(lambda n, s, said=said: n == "err" and s.startswith(said), what=f"'{said}' line")
             assert line.startswith(f"{said}node {node} "), line  # the root cause is the killed node
-            _, line = run.wait_for(lambda n, s: bool(RESUMED.search(s)) or FRESH in s)
+            _, line = run.wait_for(lambda n, s: bool(RESUMED.search(s)) or FRESH in s, what="resumed/fresh line")
             resumed = int(RESUMED.search(line).group(1)) if RESUMED.search(line) else 0
-            t_step, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)))
+            t_step, line = run.wait_for(lambda n, s: bool(STEP_LINE.match(s)), what="step line")
             assert int(STEP_LINE.match(line).group(1)) == resumed + 1
             # steps shown before the kill that are done again (negative: the kill came after a checkpoint whose
             # step line was not out yet)
@@ -198,12 +200,13 @@ def test_docker_stop_of_a_node_checkpoints_first_and_the_restart_loses_nothing(e
                "--train-size", "4096", "--epochs", "1", "--no-eval", "--log-interval", "1",
                "--checkpoint-every", "50")
     try:
-        _, line = run.wait_for(lambda n, s: (m := STEP_LINE.match(s)) is not None and int(m.group(1)) >= 3)
+        _, line = run.wait_for(lambda n, s: (m := STEP_LINE.match(s)) is not None and int(m.group(1)) >= 3,
+                                what="step line >= 3")
         shown = int(STEP_LINE.match(line).group(1))
         engine.containers.get(f"{job_name}-node-1").stop(timeout=60)
-        _, line = run.wait_for(lambda n, s: n == "err" and s.startswith("restart 1/1: "))
+        _, line = run.wait_for(lambda n, s: n == "err" and s.startswith("restart 1/1: "), what="'restart 1/1: ' line")
         assert "exited with code 143" in line
-        _, line = run.wait_for(lambda n, s: bool(RESUMED.search(s)))
+        _, line = run.wait_for(lambda n, s: bool(RESUMED.search(s)), what="resumed line")
         # at or past every step shown before the stop: the SIGTERM checkpoint (every 50 would have been step 0)
         assert int(RESUMED.search(line).group(1)) >= shown
         rc = run.finish()
@@ -234,7 +237,7 @@ def _sleeper_job(tmp_path, job_name, image, restarts: str) -> Live:
 
 def _both_ready(run: Live, restart: int) -> None:
     for _ in range(2):
-        run.wait_for(lambda n, s: s.endswith(f"READY restart={restart}"))
+        run.wait_for(lambda n, s: s.endswith(f"READY restart={restart}"), what=f"READY restart={restart} line")
 
 
 def test_after_the_last_allowed_restart_one_line_and_nothing_running(engine, cpu_image, job_name, tmp_path):
@@ -242,7 +245,7 @@ def test_after_the_last_allowed_restart_one_line_and_nothing_running(engine, cpu
     try:
         _both_ready(run, 0)
         engine.containers.get(f"{job_name}-node-1").kill()
-        run.wait_for(lambda n, s: n == "err" and s.startswith("restart 1/1: node 1 "))
+        run.wait_for(lambda n, s: n == "err" and s.startswith("restart 1/1: node 1 "), what="'restart 1/1: node 1' line")
         _both_ready(run, 1)  # the nodes rejoined; the user's program sees DDPCTL_RESTART_COUNT
         engine.containers.get(f"{job_name}-node-0").kill()
         rc = run.finish(timeout=120)
@@ -277,7 +280,7 @@ def test_ctrl_c_during_a_restart_leaves_nothing(engine, cpu_image, job_name, tmp
         _both_ready(run, 0)
         assert _volumes(engine, job_name) == [f"{job_name}-ckpt"]
         engine.containers.get(f"{job_name}-node-0").kill()
-        run.wait_for(lambda n, s: n == "err" and s.startswith("restart 1/3: "))
+        run.wait_for(lambda n, s: n == "err" and s.startswith("restart 1/3: "), what="'restart 1/3: ' line")
         run.proc.send_signal(signal.SIGINT)
         rc = run.finish(timeout=120)
     finally:

@@ -24,6 +24,10 @@ from twohost import TwoHosts
 TRAIN = ["ddp-train", "--max-steps", "5"]
 
 
+# one pair of fixed network namespaces and daemons at a time (the names and 10.216.0.0/24 are fixed)
+pytestmark = pytest.mark.xdist_group("two_hosts")
+
+
 def _required() -> bool:
     return os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1"
 

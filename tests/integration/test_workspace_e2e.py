@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from itest_helpers import CPU_IMAGE, ddpctl, labelled, make_wheel
+from itest_helpers import CPU_IMAGE, ddpctl, labelled, make_wheel, own_requirements
 from test_k8s_operator_pods import _run_pods
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: k8s_contract.py
@@ -51,7 +51,7 @@ def make_project(root: Path) -> tuple[Path, Path]:
     proj = root / "my-project"
     proj.mkdir(parents=True)
     (proj / "train.py").write_text(TRAIN)
-    (proj / "requirements.txt").write_text("wsprobe==1.0\n")
+    (proj / "requirements.txt").write_text(own_requirements("wsprobe==1.0"))
     house = make_wheel(root / "wheelhouse", "wsprobe", "1.0", "VALUE = 4242\n").parent
     return proj, house
 

@@ -10,7 +10,7 @@ import subprocess
 import uuid
 
 import pytest
-from itest_helpers import ddpctl, make_wheel, remove_workspace_images
+from itest_helpers import ddpctl, make_wheel, own_requirements, remove_workspace_images
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def project(tmp_path):
     root.mkdir()
     (root / "train.py").write_text("import wsprobe\nprint('probe', wsprobe.VALUE)\n")
     (root / "helper.py").write_text("X = 1\n")
-    (root / "requirements.txt").write_text("wsprobe==1.0\n")
+    (root / "requirements.txt").write_text(own_requirements("wsprobe==1.0"))
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"junk")
     (root / ".dockerignore").write_text("secrets.env\n")
@@ -134,6 +134,7 @@ def test_registry_down_is_one_line_exit_1(engine, base_image, project, repo):
     assert last.startswith(f"error: cannot reach registry 127.0.0.1:{port}") and "start the registry" in last
 
 
+@pytest.mark.engine_exclusive  # compares every image on the engine before and after
 def test_a_requirement_pip_cannot_find_is_exit_2_and_leaves_no_image(engine, base_image, project, repo):
     root, house = project
     (root / "requirements.txt").write_text("wsprobe==1.0\nno-such-package-xyz==3\n")

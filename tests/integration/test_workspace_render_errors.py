@@ -9,7 +9,7 @@ import os
 import uuid
 
 import pytest
-from itest_helpers import ddpctl, make_wheel, remove_workspace_images
+from itest_helpers import ddpctl, make_wheel, own_requirements, remove_workspace_images
 
 BASE = "ddpctl/base:bookworm"
 
@@ -19,7 +19,7 @@ def project(tmp_path):
     root = tmp_path / "proj"
     root.mkdir()
     (root / "train.py").write_text("import wsprobe\nprint(wsprobe.VALUE)\n")
-    (root / "requirements.txt").write_text("wsprobe==1.0\n")
+    (root / "requirements.txt").write_text(own_requirements("wsprobe==1.0"))
     house = make_wheel(tmp_path / "wheelhouse", "wsprobe", "1.0", "VALUE = 1\n").parent
     return root, house
 
@@ -102,6 +102,7 @@ def test_push_denied_is_exit_1_leaves_no_tag_and_renders_nothing(engine, tmp_pat
     assert auth_registry.tags(cleanup_repo) == []
 
 
+@pytest.mark.engine_exclusive  # compares every image on the engine before and after
 def test_dry_run_builds_pushes_and_writes_nothing(engine, tmp_path, project, registry, cleanup_repo):
     root, house = project
     before = {i.id for i in engine.images.list(all=True)}

@@ -15,6 +15,7 @@ Nothing here imports ddpctl: this module is test infrastructure only.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -29,6 +30,7 @@ DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "slurmstepd", "sbatch", 
 HOSTS_MARK = "# ddpctl-test-slurm"
 NODES = ("n1", "n2")
 PARTITION = "debug"
+CRED_EXPIRE = 15  # seconds (AuthInfo=cred_expire); see _write_conf
 
 
 def missing_binaries() -> list[str]:
@@ -67,10 +69,16 @@ def ensure_hosts(names: tuple[str, ...] = NODES, hosts_file: Path = Path("/etc/h
     """Make ``names`` resolve to 127.0.0.1 (one marked line in /etc/hosts, written only when needed)."""
     if all(_resolves(n) for n in names):
         return
-    text = hosts_file.read_text()
-    if HOSTS_MARK in text:
-        raise RuntimeError(f"{hosts_file} has a '{HOSTS_MARK}' line but {names} do not resolve to 127.0.0.1")
-    with hosts_file.open("a") as f:
+    # under a lock: test sessions started at once (xdist workers, another developer's run) each find the names
+    # unresolved; the first writes the line, the others then see them resolve
+    with hosts_file.open("a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        if all(_resolves(n) for n in names):
+            return
+        f.seek(0)
+        text = f.read()
+        if HOSTS_MARK in text:
+            raise RuntimeError(f"{hosts_file} has a '{HOSTS_MARK}' line but {names} do not resolve to 127.0.0.1")
         f.write(("" if text.endswith("\n") or not text else "\n") + f"127.0.0.1 {' '.join(names)} {HOSTS_MARK}\n")
 
 
@@ -129,7 +137,10 @@ class SlurmCluster:
             "SlurmdUser=root",
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket}",
+            # cred_expire: also how long a requeued job is held (BeginTime = requeue + cred_expire + 1 s;
+            # Slurm's default 120 s made each requeue test wait two minutes); 15 s still leaves a job step's
+            # credential far more than the launch of a step takes here
+            f"AuthInfo=socket={self.munge_socket},cred_expire={CRED_EXPIRE}",
             f"StateSaveLocation={r / 'state'}",
             f"SlurmdSpoolDir={r / 'spool'}/%n",
             f"SlurmctldPidFile={r / 'slurmctld.pid'}",
@@ -144,6 +155,9 @@ class SlurmCluster:
             "MpiDefault=none",
             "SwitchType=switch/none",
             "SchedulerType=sched/builtin",
+            # the main scheduling loop starts a pending job whose BeginTime has passed (no event does); every
+            # 60 s by default, every second here (two nodes, a handful of jobs)
+            "SchedulerParameters=sched_interval=1",
             "SelectType=select/linear",
             "ReturnToService=2",
             "SlurmdTimeout=30",

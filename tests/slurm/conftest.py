@@ -1,5 +1,6 @@
 """Tests on a real one-machine Slurm cluster (marker ``slurm``): munged, slurmctld and two slurmd.
 
+Every test here runs in the xdist group ``slurm``: on one worker, so the cluster starts once per test run.
 The session fixture ``slurm_cluster`` starts the daemons from a generated slurm.conf under a temporary
 directory (see cluster.py) and stops them afterwards. It needs root (slurmd runs jobs as their user) and
 Debian's ``slurm-wlm`` and ``munge`` (``scripts/ci-setup-slurm.sh`` installs them; ``make test`` runs it).
@@ -23,11 +24,14 @@ def _required() -> bool:
     return "1" in (os.environ.get("DDPCTL_REQUIRE_SLURM"), os.environ.get("DDPCTL_REQUIRE_DOCKER"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
     for item in items:
         if here in Path(item.fspath).parents:
             item.add_marker(pytest.mark.slurm)
+            # one cluster per test run: every Slurm test on the worker that started it (--dist loadgroup)
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.fixture(scope="session")

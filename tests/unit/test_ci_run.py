@@ -1,5 +1,5 @@
 """`.ci/run`: a fresh clone of HEAD in a temporary path with a space and nothing beside it, `make test` run
-there, its exit status passed on, the clone removed.
+there, pytest's exit status passed on (make's own when the tests did not run), the clone removed.
 
 The real `make test` takes minutes (venv, engine, images, the whole suite), so here `make` is a stand-in
 script first on PATH that records where and how it was called; `.ci/run` itself, git and the file system
@@ -25,12 +25,16 @@ beside = sorted(os.listdir(os.path.dirname(here)))
 with open(os.environ["FAKE_MAKE_LOG"], "w") as fh:
     json.dump({"argv": sys.argv[1:], "cwd": here, "head": head, "beside": beside,
                "files": sorted(os.listdir(here))}, fh)
+if os.environ.get("FAKE_PYTEST_EXIT"):  # what the real test recipe does after pytest, before make fails
+    with open(os.environ["PYTEST_EXIT_FILE"], "w") as fh:
+        fh.write(os.environ["FAKE_PYTEST_EXIT"] + "\\n")
 sys.exit(int(os.environ.get("FAKE_MAKE_EXIT", "0")))
 """
 
 
-@pytest.mark.parametrize("code", [0, 3])
-def test_ci_run_tests_a_clone_in_a_path_with_a_space(tmp_path, code):
+# (make's exit status, what the test recipe wrote as pytest's, what .ci/run must exit with)
+@pytest.mark.parametrize("make_code, pytest_code, code", [(0, "0", 0), (3, "", 3), (2, "1", 1), (2, "5", 5)])
+def test_ci_run_tests_a_clone_in_a_path_with_a_space(tmp_path, make_code, pytest_code, code):
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     bindir = tmp_path / "bin"
@@ -41,7 +45,7 @@ def test_ci_run_tests_a_clone_in_a_path_with_a_space(tmp_path, code):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_MAKE_LOG=str(log),
-               FAKE_MAKE_EXIT=str(code), TMPDIR=str(tmp))
+               FAKE_MAKE_EXIT=str(make_code), FAKE_PYTEST_EXIT=pytest_code, TMPDIR=str(tmp))
     proc = subprocess.run([str(ROOT / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == code, proc.stderr
     seen = json.loads(log.read_text())
@@ -53,4 +57,4 @@ def test_ci_run_tests_a_clone_in_a_path_with_a_space(tmp_path, code):
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split("\n")
     top = {p.split("/")[0] for p in tracked if p}
     assert top <= set(seen["files"]) and ".venv" not in seen["files"] and "wheelhouse" not in seen["files"]
-    assert list(tmp.iterdir()) == [], "the clone was not removed"
+    assert list(tmp.iterdir()) == [], "the clone (or the exit status file) was not removed"
