@@ -12,7 +12,7 @@ number of warm-up steps (excluded) and timed steps; the figures come from each r
 (default 10), and the same with --progress-records off, alternating which goes first, --repeats times; it prints
 the median samples/s of each and their ratio.
 
-Targets (issue 3): fast path >= 4x the dataloader mode on 1 GPU (ResNet-18 CIFAR, batch 256/GPU);
+Targets: fast path >= 4x the dataloader mode on 1 GPU (ResNet-18 CIFAR, batch 256/GPU);
 scaling >= 0.95 on 2 GPUs; ResNet-50 synthetic 224 bf16 >= 2,800 img/s per GPU and >= 0.97 scaling.
 """
 
@@ -50,7 +50,7 @@ CONFIGS = {
     "r18-nobb-bf16c-2": (2, R18 + ["--no-broadcast-buffers", "--grad-compression", "bf16"], 40, 300),
     "r18-cg-nobb-2": (2, R18 + ["--compile", "--compile-mode", "reduce-overhead", "--no-broadcast-buffers"], 60, 300),
 }
-# issue 13: the whole-step CUDA graph (--step-mode graph), with and without torch.compile, against eager and the
+# the whole-step CUDA graph (--step-mode graph), with and without torch.compile, against eager and the
 # classic (seed-style) pipeline: torchvision ResNet-18, PIL per-sample transforms in 4 workers, fp32, eager
 GRAPH = ["--step-mode", "graph"]
 SEED = ["--workload", "cifar10", "--model", "torchvision-resnet18", "--batch-size", "256", "--no-eval",
@@ -74,7 +74,7 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r18-graphcbf-{_n}"] = (_n, R18 + GRAPH + ["--compile"] + BF16, 40, 400)
     CONFIGS[f"r18-graph512-{_n}"] = (_n, R18 + GRAPH + ["--batch-size", "512"], 40, 300)
     CONFIGS[f"r18-graph512bf-{_n}"] = (_n, R18 + GRAPH + ["--batch-size", "512"] + BF16, 40, 300)
-    # issue 13, round 3: the bucketed reducer (bucket all-reduces overlapping the backward), 25 MiB and 8 MiB
+    # the bucketed reducer (bucket all-reduces overlapping the backward), 25 MiB and 8 MiB
     CONFIGS[f"r18-graphbk-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed"], 40, 400)
     CONFIGS[f"r18-graphbk8-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed", "--bucket-mb", "8"], 40, 400)
     CONFIGS[f"r18-graphcbk8-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--graph-reducer", "bucketed", "--bucket-mb", "8"],
@@ -83,13 +83,13 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r50-graphbf-{_n}"] = (_n, R50 + GRAPH + BF16, 20, 60)
     CONFIGS[f"r50-graphddp-{_n}"] = (_n, R50 + GRAPH + ["--graph-reducer", "ddp"], 20, 60)
     CONFIGS[f"r50-graphskip-{_n}"] = (_n, R50 + GRAPH + SKIP, 20, 60)
-    # issue 13, round 4: what the per-step buffer broadcast costs (--no-broadcast-buffers), alone and bucketed
+    # what the per-step buffer broadcast costs (--no-broadcast-buffers), alone and bucketed
     CONFIGS[f"r18-graphnobb-{_n}"] = (_n, R18 + GRAPH + ["--no-broadcast-buffers"], 40, 400)
     CONFIGS[f"r18-graphbk8nobb-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed", "--bucket-mb", "8",
                                                           "--no-broadcast-buffers"], 40, 400)
     CONFIGS[f"r18-graphcbk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--graph-reducer", "bucketed"], 40, 400)
     CONFIGS[f"r18-graphcnobb-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--no-broadcast-buffers"], 40, 400)
-    # issue 13, round 5: torch.compile block by block (--compile-scope blocks), so the bucketed reducer's hooks fire
+    # torch.compile block by block (--compile-scope blocks), so the bucketed reducer's hooks fire
     # per block and its all-reduces overlap the compiled backward; flat for the 1-GPU cost of the smaller regions
     CONFIGS[f"r18-graphcblk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--compile-scope", "blocks"], 40, 400)
     CONFIGS[f"r18-graphcbk8blk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--compile-scope", "blocks",
@@ -177,7 +177,7 @@ def derive(results):
     out["r18_scaling_2gpu"] = ratio("r18-fast-2", "r18-fast-1", 2)
     out["r18_compile_scaling_2gpu"] = ratio("r18-compile-2", "r18-compile-1", 2)
     out["r50_scaling_2gpu"] = ratio("r50-fast-2", "r50-fast-1", 2)
-    # issue 13: scaling against the fastest 1-GPU configuration measured in the same call (never a slowed one)
+    # scaling against the fastest 1-GPU configuration measured in the same call (never a slowed one)
     ones = [n for n in by if n.startswith("r18-graph") and n.endswith("-1") and by[n]]
     best1 = max(ones, key=lambda n: by[n]) if ones else None
     for n in by:

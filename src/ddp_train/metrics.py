@@ -177,7 +177,9 @@ class ProgressRecords:
                         loss=info["loss"], lr=info["lr"], samples_per_sec=info["images_per_sec"],
                         step_time_s=info["step_time_s"], gpu_util=info["gpu_util"], gpu_mem_gb=r.gpu.mem_gb(),
                         checkpoint_step=ckpt_step, checkpoint_path=ckpt_path,
-                        wall_time_s=round(r.rt.elapsed(), 3))
+                        wall_time_s=round(r.rt.elapsed(), 3),
+                        # this process's own place, also under a manual --init-method launch (no RANK in the env)
+                        rank=r.rt.rank, world_size=r.rt.world, local_rank=r.rt.launch.local_rank)
 
     def epoch_done(self, test_acc):
         if self.tb is not None and test_acc is not None:

@@ -53,7 +53,12 @@ def test_manual_init_two_processes(scheme, tmp_path):
     ok(r0), ok(r1)
     s = summary(r0)
     assert s["launch"] == scheme and s["world_size"] == 2 and s["sync_check"] == "pass"
-    assert r1.stdout.strip() == ""  # ranks other than 0 keep stdout quiet
+    # ranks other than 0 print nothing but their own progress records (one JSON line per log interval)
+    records = [json.loads(line) for line in r1.stdout.splitlines() if line.strip()]
+    assert records and all(r["event"] == "progress" for r in records), r1.stdout[-2000:]
+    assert {(r["rank"], r["world_size"]) for r in records} == {(1, 2)}
+    rank0 = [json.loads(line) for line in r0.stdout.splitlines() if line.startswith('{"event":"progress"')]
+    assert rank0 and {(r["rank"], r["world_size"]) for r in rank0} == {(0, 2)}
 
 
 @pytest.mark.parametrize("strategy", ["dp", "single"])

@@ -38,15 +38,17 @@ def test_eta_step_and_slowest_rank():
              rec(1, 18, 105.0, st=0.9, rate=71.0)]
     st = status.build(status.JobView("j", "docker", lines=lines, state="running"), now=105.0)
     by = {r["rank"]: r for r in st["ranks"]}
-    assert by[0]["eta_s"] == 40.0 and by[1]["eta_s"] == pytest.approx(73.8)
+    # the rate is wall time over steps across the rank's records (rank 1: 8 steps in 5 s), not the last
+    # record's own step time (0.9 s), so one slow or fast interval does not swing the ETA
+    assert by[0]["eta_s"] == 40.0 and by[1]["eta_s"] == pytest.approx(51.2)
     assert by[1]["slowest"] and not by[0]["slowest"]
     p = st["progress"]
-    assert (p["step"], p["total"], p["percent"], p["eta_s"], p["slowest_rank"]) == (18, 100, 18.0, 73.8, 1)
+    assert (p["step"], p["total"], p["percent"], p["eta_s"], p["slowest_rank"]) == (18, 100, 18.0, 51.2, 1)
     # time passing since the last record counts down the ETA
     later = status.build(status.JobView("j", "docker", lines=lines, state="running"), now=115.0)
-    assert later["progress"]["eta_s"] == pytest.approx(63.8)
+    assert later["progress"]["eta_s"] == pytest.approx(41.2)
     text = "\n".join(status.text(st))
-    assert "step 18/100 (18.0%)" in text and "<- slowest" in text and "ETA 1m14s" in text
+    assert "step 18/100 (18.0%)" in text and "<- slowest" in text and "ETA 51s" in text
 
 
 def test_step_time_from_two_records_when_the_program_gives_none():
@@ -164,3 +166,11 @@ def test_up_tensorboard_puts_the_event_files_on_the_job_volume_and_render_refuse
     for target in ("compose", "pytorchjob", "trainjob", "slurm"):
         with pytest.raises(UnsupportedFeature, match="tensorboard"):
             render_files(target, spec_from_dict({"name": "tb", "tensorboard": True}))
+
+
+def test_one_fast_interval_does_not_swing_the_eta():
+    lines = [rec(0, 10, 100.0, st=0.5), rec(0, 20, 105.0, st=0.5), rec(0, 30, 110.0, st=0.5),
+             rec(0, 40, 110.5, st=0.05)]
+    rp = records.collect(lines)[0][0]
+    assert rp.step_time() == pytest.approx(0.35)  # 30 steps in 10.5 s, not the last interval's 0.05 s
+    assert rp.eta_s() == pytest.approx(21.0)

@@ -53,6 +53,8 @@ def stamp_seconds(stamp: str) -> float | None:
     return t + (float("0." + frac[:6]) if frac else 0.0)
 
 
+ETA_WINDOW = 10  # records a rank's rate (and so its ETA) is averaged over
+
 def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -69,16 +71,19 @@ class RankProgress:
         return self.records[-1]
 
     def step_time(self) -> float | None:
-        """Seconds per step now: the record's own figure, else from its last two records of one run."""
-        t = _num(self.last.get("step_time_s"))
-        if t:
-            return t
-        if len(self.records) >= 2:
-            a, b = self.records[-2], self.records[-1]
-            if a.get("restart") == b.get("restart") and b["step"] > a["step"] and _num(b.get("time")) \
-                    and _num(a.get("time")):
-                return (b["time"] - a["time"]) / (b["step"] - a["step"])
-        return None
+        """Seconds per step now, smoothed: wall time over steps across this run's last records (up to
+        :data:`ETA_WINDOW`, one restart's only: pauses for evaluation and checkpoints count, one slow or fast
+        interval does not swing the ETA); with a single record, that record's own figure."""
+        b = self.last
+        window = []
+        for r in reversed(self.records[-ETA_WINDOW:]):
+            if r.get("restart") != b.get("restart") or not _num(r.get("time")) or r["step"] > b["step"]:
+                break
+            window.append(r)
+        a = window[-1] if window else b
+        if b["step"] > a["step"] and b["time"] > a["time"]:
+            return (b["time"] - a["time"]) / (b["step"] - a["step"])
+        return _num(b.get("step_time_s")) or None
 
     def eta_s(self, now: float | None = None) -> float | None:
         total, st = self.last.get("total"), self.step_time()
