@@ -198,9 +198,12 @@ class PipOptions:
         return {"wheels": wheels, "index": self.index_url, "ca": ca}
 
 
-def deps_hash(base_id: str, requirements: Path | None, pip: PipOptions) -> str:
-    """What the requirements layer depends on: the base image id, the file's text and pip's sources."""
-    doc = {"base": base_id, "requirements": requirements.read_text() if requirements else None, **pip.key()}
+def deps_hash(base_id: str, requirements: Path | None, pip: PipOptions | None = None) -> str:
+    """What the requirements layer is made of, as Docker's own cache keys a step: the base image id and the
+    requirements file's text. Not where pip found the wheels (``pip``: --wheelhouse, --index-url, a wheelhouse
+    made on the host): the same file on the same base installs the same thing, so a later command reuses the
+    layer whichever source it names."""
+    doc = {"base": base_id, "requirements": requirements.read_text() if requirements else None}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -209,13 +212,14 @@ def deps_dockerfile(base: str) -> str:
     return "\n".join([
         f"FROM {base}",
         "ARG INDEX_URL=",
+        "ARG NO_INDEX=",
         "COPY requirements.txt /tmp/ddpctl-ws/requirements.txt",
         "COPY wheelhouse/ /tmp/ddpctl-ws/wheelhouse/",
         "COPY ca/ /tmp/ddpctl-ws/ca/",
         "RUN set -e; W=/tmp/ddpctl-ws; set --; "
         'if [ -n "$(ls $W/wheelhouse)" ]; then set -- --find-links $W/wheelhouse; '
         '[ -n "$INDEX_URL" ] || set -- "$@" --no-index; fi; '
-        '[ -z "$INDEX_URL" ] || set -- "$@" --index-url "$INDEX_URL"; '
+        '[ -z "$INDEX_URL" ] || set -- "$@" --index-url "$INDEX_URL"; [ -z "$NO_INDEX" ] || set -- "$@" --no-index; '
         '[ ! -f $W/ca/ca.pem ] || set -- "$@" --cert $W/ca/ca.pem; '
         "PY=$(command -v python3 || command -v python); "
         "PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore "

@@ -24,6 +24,7 @@ from ddpctl.errors import EngineError, UsageError
 from ddpctl.images import workspace as ws
 from ddpctl.images.build import Progress
 from ddpctl.images.tidy import BuildTrace, _drop_if_untagged, _tidy_build
+from ddpctl.images.wsdeps import layer_sources
 from ddpctl.launch import LABEL_MANAGED_BY, LABEL_VERSION, MANAGED_BY
 
 _MTIME = 315532800  # 1980-01-01, as the wheel build uses: tar headers carry no checkout time
@@ -148,12 +149,17 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
         parent = f"{ws.DEPS_REPO}:{deps_key}"
         if _image_id(client, parent) is None or force:
             progress.line(f"installing {workspace.requirements.name} on {base} (requirements layer {parent})")
-            _run_build(client, deps_context(base, workspace.requirements, pip), tag=parent,
-                       labels={LABEL_MANAGED_BY: MANAGED_BY, ws.LABEL_WS_DEPS: deps_key},
-                       buildargs={"INDEX_URL": pip.index_url or ""}, progress=progress,
-                       what=f"requirements layer from {workspace.requirements}")
+            sources = layer_sources(client, base, workspace.requirements, pip, progress)
+            try:
+                _run_build(client, deps_context(base, workspace.requirements, sources.pip), tag=parent,
+                           labels={LABEL_MANAGED_BY: MANAGED_BY, ws.LABEL_WS_DEPS: deps_key},
+                           buildargs=sources.buildargs(), progress=progress,
+                           what=f"requirements layer from {workspace.requirements}")
+            finally:
+                sources.close()
         else:
-            progress.line(f"requirements layer {parent} is cached")
+            progress.line(f"requirements layer {parent} is cached (same base and {workspace.requirements.name}): "
+                          "not rebuilt")
     parent_id = _image_id(client, parent) or ""
     content = _content_hash(parent_id, workspace)
     ref = ws.workspace_tag(repository, tag, content)
