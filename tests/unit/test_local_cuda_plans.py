@@ -52,11 +52,11 @@ def test_target_platforms_list_every_older_manylinux():
 def test_fake_site_is_what_pip_sees_installed(tmp_path):
     site = tmp_path / "site"
     hostwheels._fake_site(site, [{"name": "torch", "version": "2.13.0+cpu", "requires": ["filelock", "sympy>=1"],
-                                  "requires_python": ">=3.10"}])
+                                  "requires_python": ">=3.10", "extras": ["opt"]}])
     out = subprocess.run([sys.executable, "-S", "-c", "import importlib.metadata as m; d = m.distribution('torch'); "
-                          "print(d.version, d.requires)"], capture_output=True, text=True,
+                          "print(d.version, d.requires, d.metadata.get_all('Provides-Extra'))"], capture_output=True, text=True,
                          env={"PYTHONPATH": str(site)}, check=True).stdout
-    assert out.strip() == "2.13.0+cpu ['filelock', 'sympy>=1']"
+    assert out.strip() == "2.13.0+cpu ['filelock', 'sympy>=1'] ['opt']"
     assert (site / "pip").resolve() == Path(importlib.metadata.distribution("pip").locate_file("pip")).resolve()
 
 

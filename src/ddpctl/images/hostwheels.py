@@ -36,7 +36,8 @@ for d in md.distributions():
     if not name or name.lower() in seen:
         continue  # the first on sys.path wins, as for pip
     seen[name.lower()] = {"name": name, "version": d.version, "requires": list(d.requires or []),
-                          "requires_python": d.metadata.get("Requires-Python")}
+                          "requires_python": d.metadata.get("Requires-Python"),
+                          "extras": list(d.metadata.get_all("Provides-Extra") or [])}
 out["installed"] = sorted(seen.values(), key=lambda d: d["name"].lower())
 if "--index" in sys.argv:
     try:
@@ -184,6 +185,7 @@ def _fake_site(site: Path, installed: list[dict]) -> None:
         lines = ["Metadata-Version: 2.1", f"Name: {d['name']}", f"Version: {d['version']}"]
         if d.get("requires_python"):
             lines.append(f"Requires-Python: {d['requires_python']}")
+        lines += [f"Provides-Extra: {e}" for e in d.get("extras") or []]  # else pip drops a `pkg[extra]`'s deps
         lines += [f"Requires-Dist: {r}" for r in d.get("requires") or []]
         (info / "METADATA").write_text("\n".join(lines) + "\n")
         (info / "INSTALLER").write_text("ddpctl-probe\n")

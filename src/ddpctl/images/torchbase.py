@@ -44,6 +44,25 @@ find "$SP/nvidia" -mindepth 2 -maxdepth 3 -type d -name include -prune -exec rm 
 rm -rf "$SP/torch/include" "$SP/torch/share/cmake" "$SP/torch/lib/cmake" "$SP"/torch/bin/protoc* \
        "$SP/triton/backends/amd"
 find "$1" -type d -name tests -path '*/numpy/*' -prune -exec rm -rf {} +
+# CUDA libraries no torch library links or opens: multi-GPU cuSOLVER, the "alt" NVRTC build
+rm -f "$SP"/nvidia/*/lib/libcusolverMg.so.* "$SP"/nvidia/*/lib/libnvrtc.alt.so.* \
+      "$SP"/nvidia/*/lib/libnvrtc-builtins.alt.so.*
+# the same library in two wheels (Triton bundles CUPTI's): one copy, hard-linked
+python3 - "$1" <<'PY'
+import hashlib, os, sys
+seen = {}
+for d, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        p = os.path.join(d, f)
+        if os.path.islink(p) or os.path.getsize(p) < 1 << 20:
+            continue
+        h = hashlib.sha256(open(p, "rb").read()).hexdigest()
+        if h in seen:
+            os.unlink(p)
+            os.link(seen[h], p)
+        else:
+            seen[h] = p
+PY
 echo "slim: $before MB -> $(du -sm "$1" | cut -f1) MB"
 """
 
@@ -63,9 +82,11 @@ def dockerfile(base: str, labels: dict[str, str]) -> str:
            "--find-links /tmp/ddpctl/wheelhouse --root /stage -r /tmp/ddpctl/requirements.txt")
     return "\n".join([
         f"FROM {base} AS wheels",
-        "COPY requirements.txt slim.sh /tmp/ddpctl/",
+        "COPY requirements.txt /tmp/ddpctl/",
         "COPY wheelhouse/ /tmp/ddpctl/wheelhouse/",
-        f"RUN {pip} && sh /tmp/ddpctl/slim.sh /stage/usr/local",
+        f"RUN {pip} && rm -rf /tmp/ddpctl/wheelhouse",
+        "COPY slim.sh /tmp/ddpctl/",
+        "RUN sh /tmp/ddpctl/slim.sh /stage/usr/local",
         f"FROM {base}",
         "RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -q -y --no-install-recommends "
         f"{' '.join(SYSTEM_PACKAGES)} && apt-get clean && rm -rf /var/lib/apt/lists/*",
