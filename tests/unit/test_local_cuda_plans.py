@@ -68,3 +68,25 @@ def test_image_facts_and_libs_row():
     row = _libs_row({"cudnn": {"so": "libcudnn.so.9", "version": "9.20.0"},
                      "nccl": {"so": "libnccl.so.2", "error": "cannot open"}})
     assert row.startswith("libcudnn.so.9 9.20.0, libnccl.so.2 FAILED: cannot open")
+
+
+def test_unreachable_registry_names_the_local_cuda_base_first_for_the_default_base():
+    from ddpctl.errors import EngineError
+    from ddpctl.images.build import Progress
+    from ddpctl.images.plans import DEFAULT_CUDA_BASE
+    from ddpctl.images.pull import pull_base
+
+    class Api:  # the daemon's answer when no registry is reachable (a unit test of the message only)
+        def pull(self, *a, **k):
+            raise RuntimeError("Get https://registry-1.docker.io/v2/: dial tcp: lookup registry-1.docker.io: no such host")
+
+    class Client:
+        api = Api()
+
+    import io
+
+    for ref, first in ((DEFAULT_CUDA_BASE, "make image CUDA_BASE=local"), ("example.org/x:1", "pull it on a machine")):
+        with pytest.raises(EngineError) as info:
+            pull_base(Client(), ref, Progress(io.StringIO(), tty=False))
+        assert first in info.value.fix.split(";")[0] and "docker load" in info.value.fix, info.value.fix
+        assert "no registry is reachable" in info.value.problem
