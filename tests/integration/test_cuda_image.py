@@ -23,7 +23,9 @@ from itest_helpers import ddpctl
 
 from ddpctl.images.plans import LABEL_CUDA, LABEL_TORCH
 
-pytestmark = pytest.mark.cuda_image
+# grouped: one worker runs them (under pytest-xdist's --dist loadgroup) with the other second-dockerd tests, as
+# only one second dockerd can run at a time (its bridge has a fixed name)
+pytestmark = [pytest.mark.cuda_image, pytest.mark.xdist_group("gpu_dockerd")]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PRINT_GPUS = 'echo "GPUS node=$(hostname) rank=$RANK ids=$NVIDIA_VISIBLE_DEVICES"'
 
@@ -104,7 +106,8 @@ def test_cuda_image_manifests_pin_its_digest_after_a_push(engine, cuda_image, re
         t0 = time.monotonic()
         pushed = ddpctl("image", "push", f"{repo}:{version}", timeout=1200)
         assert pushed.returncode == 0, pushed.stderr[-2000:]
-        print(f"pushed {cuda_image} in {time.monotonic() - t0:.1f} s")
+        stored = sum(f.stat().st_size for f in (registry.workdir / "data").rglob("*") if f.is_file())
+        print(f"pushed {cuda_image} in {time.monotonic() - t0:.1f} s; the registry holds {stored / 1e9:.2f} GB")
         ref = pushed.stdout.strip()
         assert re.fullmatch(rf"{re.escape(repo)}@sha256:[0-9a-f]{{64}}", ref), ref
         common = ["--name", "cuda", "-n", "2", "-g", "1", "--image", ref]
