@@ -102,7 +102,12 @@ def probe(client, image: str, *, index: bool = False) -> ImageFacts:
     from ddpctl.dockerclient import run_once
 
     argv = ["python3", "-c", PROBE_SCRIPT] + (["--index"] if index else [])
-    code, out = run_once(client, image, argv, network_mode="bridge" if index else "none")
+    try:
+        code, out = run_once(client, image, argv, network_mode="bridge" if index else "none")
+    except EngineError:
+        if not index:
+            raise
+        return probe(client, image)  # no default bridge on this engine: no index either
     line = next((x for x in out.splitlines() if x.startswith("PROBE ")), None)
     if code != 0 or line is None:
         tail = (out.strip().splitlines() or ["no output"])[-1]
