@@ -69,7 +69,7 @@ def gpu_engine_cuda(engine, cuda_image):
     if os.geteuid() != 0:
         (pytest.fail if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1" else pytest.skip)(
             "no GPU-request engine: not root (a second dockerd needs root)")
-    d = GpuDockerd()
+    d = GpuDockerd(tmpfs=False)  # ~5 GB of image: more than its default 6 GB tmpfs holds with the layers unpacked
     try:
         t0 = time.monotonic()
         d.start()

@@ -47,19 +47,20 @@ find "$1" -type d -name tests -path '*/numpy/*' -prune -exec rm -rf {} +
 # CUDA libraries no torch library links or opens: multi-GPU cuSOLVER, the "alt" NVRTC build
 rm -f "$SP"/nvidia/*/lib/libcusolverMg.so.* "$SP"/nvidia/*/lib/libnvrtc.alt.so.* \
       "$SP"/nvidia/*/lib/libnvrtc-builtins.alt.so.*
-# the same library in two wheels (Triton bundles CUPTI's): one copy, hard-linked
+# the same library in two wheels (Triton bundles CUPTI's): one copy, the other a relative symbolic link (the
+# legacy builder's COPY --from does not keep hard links)
 python3 - "$1" <<'PY'
 import hashlib, os, sys
 seen = {}
-for d, _, files in os.walk(sys.argv[1]):
-    for f in files:
+for d, _, files in sorted(os.walk(sys.argv[1])):
+    for f in sorted(files):
         p = os.path.join(d, f)
         if os.path.islink(p) or os.path.getsize(p) < 1 << 20:
             continue
         h = hashlib.sha256(open(p, "rb").read()).hexdigest()
         if h in seen:
             os.unlink(p)
-            os.link(seen[h], p)
+            os.symlink(os.path.relpath(seen[h], d), p)
         else:
             seen[h] = p
 PY
