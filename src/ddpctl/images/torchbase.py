@@ -35,7 +35,9 @@ REPOSITORY = "ddpctl/torch"
 SYSTEM_PACKAGES = ("gcc", "libc6-dev")
 _MTIME = 315532800
 
-# Run in the first stage on the installed tree (/stage/usr/local): what a runtime image does not need.
+# Run in the first stage on the installed tree (/stage/usr/local): what a runtime image does not need. (Its text
+# is part of the base's content key. With torch 2.13's wheels the duplicate-library step finds nothing: the CUPTI
+# that Triton bundles is another version than the CUDA 13 wheel's.)
 SLIM_SCRIPT = r"""set -eu
 SP="$1/lib/python3.$(python3 -c 'import sys; print(sys.version_info[1])')/dist-packages"
 before=$(du -sm "$1" | cut -f1)
