@@ -6,13 +6,15 @@ BIN := $(VENV)/bin
 TORCH_CPU ?= torch==2.13.0
 # the tag make image-cpu builds and the integration tests run on
 CPU_IMAGE ?= ddpctl/ddp-train:cpu
+# the CUDA image the tests check (marker cuda_image), made with no registry: make image-cuda-local
+CUDA_TEST_IMAGE ?= ddpctl/ddp-train:cuda-local
 # pytest-xdist workers. `make test`: most integration tests wait on containers, Slurm or a registry rather than
 # compute, so 3 workers beat 2 on 2 cores (docs/BENCHMARKS.md); tests sharing a service run on one worker
 # (xdist_group marks, --dist loadgroup). `make check`: CPU-bound, one worker per core.
 TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 2
 
-.PHONY: install check test unit render lint image image-cpu engine base-image wheelhouse clean
+.PHONY: install check test unit render lint image image-cpu image-cuda-local engine base-image wheelhouse clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,8 +38,8 @@ unit: install  ## every test that needs no Docker Engine (also torch.distributed
 # --durations=40: the slowest tests in every run's output (CI's too), where a slow new test shows first.
 # PYTEST_EXIT_FILE (environment, set by .ci/run): pytest's exit status is written there, since make reports 2
 # for any failed recipe.
-test: install engine image-cpu  ## everything, on the real Docker Engine (started if needed)
-	DDPCTL_REQUIRE_DOCKER=1 DDPCTL_TEST_IMAGE='$(CPU_IMAGE)' \
+test: install engine image-cpu image-cuda-local  ## everything, on the real Docker Engine (started if needed)
+	DDPCTL_REQUIRE_DOCKER=1 DDPCTL_TEST_IMAGE='$(CPU_IMAGE)' DDPCTL_TEST_CUDA_IMAGE='$(CUDA_TEST_IMAGE)' \
 		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40 tests; status=$$?; \
 	if [ -n "$$PYTEST_EXIT_FILE" ]; then echo "$$status" > "$$PYTEST_EXIT_FILE"; fi; exit "$$status"
 
@@ -69,9 +71,14 @@ base-image: install engine  ## ddpctl/base:bookworm via debootstrap (skipped whe
 image-cpu: install engine base-image $(WHEELHOUSE)/.stamp  ## ddpctl/ddp-train:cpu, fully offline (cached)
 	$(BIN)/ddpctl image build --cpu --wheelhouse '$(WHEELHOUSE)' --tag '$(CPU_IMAGE)'
 
-# ddpctl pulls the base when the engine lacks it; no registry -> its one-line hint (docker load, --base, image-cpu)
-image: install engine  ## ddpctl/ddp-train:cuda on the pinned pytorch/pytorch CUDA runtime (needs a registry)
+# ddpctl pulls the base when the engine lacks it; no registry -> its one-line hint, whose first fix is
+# CUDA_BASE=local: the same torch/CUDA on the local Debian base, CUDA wheels downloaded by pip on this host
+image: install engine $(if $(filter local,$(CUDA_BASE)),base-image)  ## ddpctl/ddp-train:cuda (CUDA_BASE=local: no registry)
 	$(BIN)/ddpctl image build --base $(CUDA_BASE)
+
+# The CUDA image of the tests: built once per machine (wheels cached in ~/.cache/ddpctl, image by content)
+image-cuda-local: install engine base-image  ## ddpctl/ddp-train:cuda-local, CUDA_BASE=local under its own tag
+	$(BIN)/ddpctl image build --base local --tag '$(CUDA_TEST_IMAGE)'
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache

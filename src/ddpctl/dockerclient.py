@@ -74,13 +74,14 @@ def remove_quietly(container) -> None:
         pass
 
 
-def run_once(client, image: str, argv: list[str], device_requests=None) -> tuple[int, str]:
-    """Run ``argv`` in ``image`` once (no network) and remove the container whatever happens."""
+def run_once(client, image: str, argv: list[str], device_requests=None, network_mode: str = "none") -> tuple[int, str]:
+    """Run ``argv`` in ``image`` once (no network unless ``network_mode`` gives one) and remove the container
+    whatever happens."""
     container = None
     try:
         container = client.containers.create(image, argv, labels={LABEL_MANAGED_BY: MANAGED_BY,
                                                                   "ddpctl.purpose": "image-check"},
-                                             device_requests=device_requests, network_mode="none")
+                                             device_requests=device_requests, network_mode=network_mode)
         container.start()
         code = container.wait(timeout=300).get("StatusCode", 1)
         logs = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")

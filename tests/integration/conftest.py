@@ -108,6 +108,21 @@ def cpu_image(engine):
     return CPU_IMAGE
 
 
+CUDA_IMAGE = os.environ.get("DDPCTL_TEST_CUDA_IMAGE", "ddpctl/ddp-train:cuda-local")
+
+
+@pytest.fixture(scope="session")
+def cuda_image(engine):
+    """The CUDA image made with no registry (``make image-cuda-local``, which ``make test`` runs first: built
+    once per machine, then reused by content). Tests using it carry the marker ``cuda_image``."""
+    try:
+        engine.images.get(CUDA_IMAGE)
+    except Exception:  # noqa: BLE001
+        message = f"{CUDA_IMAGE} is missing: build it with 'make image-cuda-local'"
+        (pytest.fail if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1" else pytest.skip)(message)
+    return CUDA_IMAGE
+
+
 @pytest.fixture
 def job_name(engine):
     """A unique job name; the job is removed afterwards whatever the test did."""

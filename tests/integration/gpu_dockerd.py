@@ -56,7 +56,9 @@ def write_stub(path: Path, text: str) -> Path:
 
 
 class GpuDockerd:
-    def __init__(self) -> None:
+    def __init__(self, tmpfs: bool = True) -> None:
+        # tmpfs=False: the data root on disk, for images larger than the 6 GB tmpfs (the CUDA image)
+        self.tmpfs = tmpfs
         # Short path: the daemon's and containerd's unix sockets live below it (108-byte limit).
         self.root = Path(tempfile.mkdtemp(prefix="ddgpu", dir="/tmp"))
         self.bin = self.root / "bin"
@@ -75,9 +77,10 @@ class GpuDockerd:
         # The data root on its own tmpfs: unmounting it is instant, deleting ~1 GB of overlay2 layers from
         # disk took 70 s here.
         (self.root / "data").mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6g,mode=0711", "ddpctl-test-gpu", str(self.root / "data")],
-                       check=True, capture_output=True)
-        self.mounted = True
+        if self.tmpfs:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6g,mode=0711", "ddpctl-test-gpu",
+                            str(self.root / "data")], check=True, capture_output=True)
+            self.mounted = True
         if shutil.which("iptables") and subprocess.run(["iptables", "-C", *FORWARD_RULE],
                                                        capture_output=True).returncode != 0:
             subprocess.run(["iptables", "-I", *FORWARD_RULE], check=True, capture_output=True)

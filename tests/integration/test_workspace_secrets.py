@@ -20,7 +20,7 @@ import threading
 import uuid
 
 import pytest
-from itest_helpers import ddpctl, make_wheel, remove_workspace_images
+from itest_helpers import ddpctl, make_wheel, own_requirements, remove_workspace_images
 
 pytestmark = [pytest.mark.docker]
 
@@ -87,7 +87,8 @@ def test_index_credentials_reach_no_layer_history_label_or_line(engine, registry
     root = tmp_path / "proj"
     root.mkdir()
     (root / "train.py").write_text("import wsprobe\nprint('probe', wsprobe.VALUE)\n")
-    (root / "requirements.txt").write_text("wsprobe==1.0\n")
+    # its own text: the layer is keyed by base + text, so a layer cached by another run would skip the index
+    (root / "requirements.txt").write_text(own_requirements("wsprobe==1.0"))
     repo = f"ws-test/{uuid.uuid4().hex[:8]}"
     target = f"{registry.address}/{repo}"
     try:

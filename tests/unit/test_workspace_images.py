@@ -104,7 +104,7 @@ def test_requirements_default_given_missing_unreadable_and_local_paths(tmp_path)
             ws.scan(root, other)
 
 
-def test_deps_hash_follows_base_requirements_and_pip_sources(tmp_path):
+def test_deps_hash_follows_base_and_requirements_not_where_wheels_come_from(tmp_path):
     req = tmp_path / "r.txt"
     req.write_text("a\n")
     house = tmp_path / "wh"
@@ -114,14 +114,21 @@ def test_deps_hash_follows_base_requirements_and_pip_sources(tmp_path):
     assert one == ws.deps_hash("sha256:1", req, pip)
     assert one != ws.deps_hash("sha256:2", req, pip)
     (house / "a-1-py3-none-any.whl").write_bytes(b"zz")
-    assert one != ws.deps_hash("sha256:1", req, pip)
-    # a new password for the same index is not a new layer: no hash derives from credentials
+    # the same file on the same base: the same layer, from a wheelhouse, an index or a host-made wheelhouse
+    assert one == ws.deps_hash("sha256:1", req, pip) == ws.deps_hash("sha256:1", req)
+    assert one == ws.deps_hash("sha256:1", req, ws.PipOptions(index_url="https://mirror.example/simple"))
+    # no hash derives from credentials: a new password (or index) is not a new layer
     with_pw = ws.deps_hash("sha256:1", req, ws.PipOptions(index_url="https://u:pw1@idx.example/simple"))
-    assert with_pw == ws.deps_hash("sha256:1", req, ws.PipOptions(index_url="https://u:pw2@idx.example/simple"))
-    assert with_pw != ws.deps_hash("sha256:1", req, ws.PipOptions(index_url="https://other.example/simple"))
+    assert with_pw == one == ws.deps_hash("sha256:1", req, ws.PipOptions(index_url="https://u:pw2@idx.example/simple"))
+    # what the file selects is part of its text: --pre installs other versions, so it is another layer
+    req.write_text("a\n--pre\n")
+    assert one != ws.deps_hash("sha256:1", req)
+    req.write_text("a\nb\n")
+    assert one != ws.deps_hash("sha256:1", req)
     from ddpctl.images import wsdeps
 
     assert "--no-index" in wsdeps.SCRIPT and "trap 'rm -rf \"$W\"' EXIT" in wsdeps.SCRIPT
+    assert '[ ! -f "$W/no-index" ] || set -- "$@" --no-index' in wsdeps.SCRIPT
     assert ws.code_dockerfile("p:1") == "FROM p:1\nCOPY code/ /workspace/\nWORKDIR /workspace\n"
 
 

@@ -38,7 +38,10 @@ def build(
     cpu: Annotated[bool, typer.Option("--cpu", help="CPU image: local Debian base (ddpctl image base), "
                                                     "tag ddpctl/ddp-train:cpu.")] = False,
     base: Annotated[Optional[str], typer.Option("--base", help="Base image (default: pinned pytorch/pytorch "
-                                                               "CUDA runtime, or the local base with --cpu).",
+                                                               "CUDA runtime, or the local base with --cpu). 'local': "
+                                                               "the same torch/CUDA with no registry, on the local "
+                                                               "Debian base (ddpctl image base) with CUDA wheels "
+                                                               "downloaded on this host.",
                                                 show_default=False)] = None,
     tag: Annotated[Optional[str], typer.Option("--tag", "-t", help="Image tag (default: ddpctl/ddp-train:cuda, "
                                                                    "or :cpu).", show_default=False)] = None,
@@ -78,6 +81,8 @@ def build(
     Examples:
 
       ddpctl image build --cpu --wheelhouse wheelhouse
+
+      ddpctl image build --base local            # the CUDA image with no container registry
 
       ddpctl image build --index-url https://mirror.example/simple --ca-file corp-ca.pem
 

@@ -107,7 +107,7 @@ def stage_context(plan: BuildPlan, root: Path) -> list[Path]:
     files = [wheel]
     (stage / "requirements.txt").write_text("".join(f"{r}\n" for r in image_requirements(plan, wheel)))
     files.append(stage / "requirements.txt")
-    if plan.wheelhouse is not None:
+    if plan.wheelhouse is not None and not plan.local_base:  # local: the torch base took the wheelhouse's torch
         for whl in sorted(plan.wheelhouse.iterdir()):
             if whl.is_file() and whl.suffix in (".whl", ".gz", ".zip") and not whl.name.startswith("ddpctl-"):
                 _link_or_copy(whl, stage / "wheelhouse" / whl.name)
@@ -135,6 +135,11 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: BuildPro
     progress = progress or BuildProgress()
     root = root or find_source_root()
     client = docker_client()
+    if plan.local_base:
+        from ddpctl.images.torchbase import build_torch_base
+
+        build_torch_base(plan.torch_version, plan.cuda_version, progress=progress, wheelhouse=plan.wheelhouse,
+                         index_url=plan.index_url, ca_file=plan.ca_file)
     base_id = _image_id(client, plan.base)
     if base_id is None and plan.base == DEFAULT_LOCAL_BASE:
         raise EngineError(f"base image {plan.base} is not present on this Docker Engine",
@@ -155,6 +160,11 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: BuildPro
         shutil.rmtree(root / STAGE_DIR, ignore_errors=True)
         progress.done(f"{plan.tag} is up to date (inputs {digest})")
         return BuildResult(plan.tag, _image_id(client, plan.tag) or "", True, time.monotonic() - t0, existing)
+    try:
+        _host_wheelhouse(client, plan, root, progress)
+    except BaseException:
+        shutil.rmtree(root / STAGE_DIR, ignore_errors=True)
+        raise
     previous_id = _image_id(client, plan.tag)
     labels = {LABEL_BUILD_HASH: digest, LABEL_VERSION: __version__, LABEL_MANAGED_BY: MANAGED_BY}
     image_id = ""
@@ -190,6 +200,24 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: BuildPro
     progress.done(f"built {plan.tag} ({image_id[7:19]}) in {seconds:.0f}s: torch {final.get(LABEL_TORCH, '?')}, "
                   f"CUDA {final.get(LABEL_CUDA) or 'none'}")
     return BuildResult(plan.tag, image_id, False, seconds, final)
+
+
+def _host_wheelhouse(client, plan: BuildPlan, root: Path, progress: BuildProgress) -> None:
+    """When pip in the build container has no index to install from (no --index-url, no --wheelhouse, and the
+    base's pip cannot reach one), or the base is the local CUDA base (its torch came from the wheelhouse): the
+    wheels the base lacks, resolved against what it has and downloaded on this host (images.hostwheels)."""
+    from ddpctl.images import hostwheels
+
+    if plan.index_url or (plan.wheelhouse is not None and not plan.local_base):
+        return
+    facts = hostwheels.probe(client, plan.base, index=plan.wheelhouse is None)
+    if plan.wheelhouse is None and facts.index_ok:
+        return
+    index_args = ["--no-index", "--find-links", str(plan.wheelhouse)] if plan.wheelhouse is not None else []
+    wh = hostwheels.download_missing(root / STAGE_DIR / "requirements.txt", facts, root / STAGE_DIR / "wheelhouse",
+                                     index_args=index_args)
+    progress.line(f"wheelhouse made on this host for {plan.base} ({facts.target.describe()}): {wh.summary()}"
+                  + (f": {', '.join(wh.wheels)}" if wh.wheels else ""))
 
 
 def probe_torch(client, image: str) -> tuple[str, str] | None:

@@ -40,6 +40,36 @@ try:
         out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 except Exception as exc:
     out["cuda_error"] = str(exc).splitlines()[0]
+out["libs"] = libs = {}
+if torch.version.cuda:  # the CUDA libraries themselves, loaded and asked their version: no GPU or driver needed
+    import ctypes, glob, os
+    def find(soname):
+        for base in sys.path:
+            hits = sorted(glob.glob(os.path.join(base, "nvidia", "**", soname), recursive=True))
+            if hits:
+                return hits[0]
+        return soname  # the dynamic linker's search (LD_LIBRARY_PATH, ld.so.cache)
+    def dotted(v, scale):
+        return f"{v // scale}.{v % scale // (scale // 100)}.{v % (scale // 100)}"
+    major = torch.version.cuda.split(".")[0]
+    for key, soname, ask in (
+            ("cudart", f"libcudart.so.{major}", lambda l: (lambda v: (l.cudaRuntimeGetVersion(ctypes.byref(v)),
+                f"{v.value // 1000}.{v.value % 1000 // 10}")[1])(ctypes.c_int())),
+            ("cublas", f"libcublas.so.{major}", lambda l: ".".join(str((lambda v: (l.cublasGetProperty(i,
+                ctypes.byref(v)), v.value)[1])(ctypes.c_int())) for i in range(3))),
+            ("cudnn", "libcudnn.so.9", lambda l: (setattr(l.cudnnGetVersion, "restype", ctypes.c_size_t),
+                dotted(l.cudnnGetVersion(), 10000))[1]),
+            ("nccl", "libnccl.so.2", lambda l: (lambda v: (l.ncclGetVersion(ctypes.byref(v)),
+                dotted(v.value, 10000))[1])(ctypes.c_int()))):
+        path = find(soname)
+        try:
+            lib = ctypes.CDLL(path)
+            libs[key] = {"so": soname, "path": path, "version": ask(lib)}
+        except Exception as exc:
+            libs[key] = {"so": soname, "path": path, "error": str(exc).splitlines()[0][:200]}
+    bad = [f"{v['so']} ({v['error']})" for v in libs.values() if "error" in v]
+    if bad:
+        out["error"] = "CUDA libraries do not load: " + "; ".join(bad)
 out["distributed"] = torch.distributed.is_available()
 out["gloo"] = out["distributed"] and torch.distributed.is_gloo_available()
 import shutil
@@ -79,6 +109,7 @@ class CheckReport:
             ("CUDA", f.get("cuda") or "none (CPU build)"),
             ("cuDNN", f.get("cudnn") or "none"),
             ("NCCL", f.get("nccl") or "none"),
+            ("CUDA libraries", libs_row(f.get("libs") or {})),
             ("gloo", "yes" if f.get("gloo") else "no"),
             ("torchrun", f.get("torchrun") or "missing"),
             ("ddp-train", f.get("ddp_train") or "missing"),
@@ -87,6 +118,14 @@ class CheckReport:
             ("driver check", ("ok: " if self.verdict.ok else "FAIL: " if self.verdict.ok is False else "n/a: ")
              + self.verdict.reason),
         ]
+
+
+def libs_row(libs: dict) -> str:
+    """The CUDA runtime libraries the check loaded in the container, with the version each reports."""
+    if not libs:
+        return "none (CPU build)"
+    return ", ".join(f"{v['so']} {v.get('version') or 'FAILED: ' + v.get('error', '?')}" for v in libs.values()) \
+        + " (loaded, no GPU needed)"
 
 
 def check_image(image: str, *, nvidia_smi: str | None = None) -> CheckReport:

@@ -35,6 +35,8 @@ LABEL_CUDA = "ai.ddpctl.cuda.version"
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 STAGE_DIR = Path("build") / "image"  # under the repo root; allowed by .dockerignore
+# `--base local`: the CUDA image with no registry, on a CUDA base made here (images.torchbase)
+LOCAL_PRESET = "local"
 
 
 
@@ -121,6 +123,7 @@ class BuildPlan:
     index_url: str | None = None
     ca_file: Path | None = None
     dockerfile: str = "docker/Dockerfile"
+    local_base: bool = False  # --base local: the CUDA base is made here (images.torchbase), not pulled
 
     def buildargs(self) -> dict[str, str]:
         return {
@@ -148,11 +151,16 @@ def build_plan(*, cpu: bool, base: str | None = None, tag: str | None = None, wh
                          "make one with 'pip download -d DIR torch==2.13.0 ...' or 'make wheelhouse'")
     if ca_file is not None and not ca_file.is_file():
         raise UsageError(f"CA file {str(ca_file)!r} does not exist", "give the path of a PEM bundle")
+    local = base == LOCAL_PRESET
+    if local and cpu:
+        base = DEFAULT_LOCAL_BASE  # the CPU image is always made on the local base
+    elif local:
+        base = f"ddpctl/torch:{torch_version}-cuda{cuda_version}-cudnn9-runtime"  # = torchbase.tag_for()
     return BuildPlan(
         tag=tag or (DEFAULT_CPU_IMAGE if cpu else DEFAULT_GPU_IMAGE),
         base=base or (DEFAULT_LOCAL_BASE if cpu else DEFAULT_CUDA_BASE),
         cpu=cpu, torch_version=torch_version, cuda_version="" if cpu else cuda_version,
-        wheelhouse=wheelhouse, index_url=index_url, ca_file=ca_file,
+        wheelhouse=wheelhouse, index_url=index_url, ca_file=ca_file, local_base=local and not cpu,
     )
 
 

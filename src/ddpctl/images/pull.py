@@ -28,6 +28,10 @@ def pull_failure_reason(daemon_error: str) -> str:
     return f"the registry answered: {first[:120]}"
 
 
+LOCAL_FIX = ("build the same torch/CUDA image with no registry on the local Debian base: 'make image CUDA_BASE=local' "
+             "(ddpctl image base && ddpctl image build --base local); or ")
+
+
 def pull_base(client, ref: str, progress: BuildProgress) -> str:
     """Pull a base image the engine does not have; returns its id. A failed pull is one line with the fix."""
     from docker.utils import parse_repository_tag
@@ -45,6 +49,8 @@ def pull_base(client, ref: str, progress: BuildProgress) -> str:
         error = getattr(exc, "explanation", None) or str(exc)
     found = None if error else image_id(client, ref)
     if found is None:
+        from ddpctl.images.plans import DEFAULT_CUDA_BASE
+
         raise EngineError(f"cannot pull base image {ref}: {pull_failure_reason(str(error or 'not found'))}",
-                          PULL_FIX)
+                          (LOCAL_FIX if ref == DEFAULT_CUDA_BASE else "") + PULL_FIX)
     return found

@@ -187,6 +187,20 @@ def check(path: Path, text: str) -> tuple[str, ...]:
     return tuple(used)
 
 
+def source_references(text: str) -> list[tuple[int, str]]:
+    """(line, requirement) of each direct reference that is not a wheel (``git+https://...``, ``pkg @
+    https://.../pkg.tar.gz``): pip builds it to learn its dependencies, running its build code."""
+    out = []
+    for n, line in logical_lines(text):
+        req = split_line(line)[0].strip()
+        m = _NAME.match(req)
+        direct = _DIRECT.match(m.group(3).strip()) if m else None
+        url = direct.group(1) if direct else req.split("; ", 1)[0].strip() if _REMOTE.match(req) else None
+        if url and not urlsplit(url).path.lower().endswith(".whl"):
+            out.append((n, req))
+    return out
+
+
 def options(path: Path) -> tuple[str, ...]:
     """The selection options a (checked) requirements file uses."""
     return check(path, path.read_text())

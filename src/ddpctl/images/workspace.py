@@ -182,19 +182,14 @@ class PipOptions:
     index_url: str | None = None
     ca_file: Path | None = None
 
-    def key(self) -> dict[str, object]:
-        wheels = sorted((p.name, p.stat().st_size) for p in self.wheelhouse.iterdir() if p.is_file()) \
-            if self.wheelhouse else []
-        ca = hashlib.sha256(self.ca_file.read_bytes()).hexdigest() if self.ca_file else None
-        from ddpctl.images.reqfile import redact
 
-        # the index without its credentials: a new password is not a new layer, and no hash derives from it
-        return {"wheels": wheels, "index": redact(self.index_url) if self.index_url else None, "ca": ca}
-
-
-def deps_hash(base_id: str, requirements: Path | None, pip: PipOptions) -> str:
-    """What the requirements layer depends on: the base image id, the file's text and pip's sources."""
-    doc = {"base": base_id, "requirements": requirements.read_text() if requirements else None, **pip.key()}
+def deps_hash(base_id: str, requirements: Path | None, pip: PipOptions | None = None) -> str:
+    """What the requirements layer is made of, as Docker's own cache keys a step: the base image id and the
+    requirements file's text (its selection options, ``--pre``, ``--only-binary`` and the rest, are part of it).
+    Not where pip found the wheels (``pip``: --wheelhouse, --index-url and its CA, a wheelhouse made on the
+    host): the same file on the same base installs the same thing, so a later command reuses the layer whichever
+    source it names. No credential of an index URL can reach the key."""
+    doc = {"base": base_id, "requirements": requirements.read_text() if requirements else None}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 

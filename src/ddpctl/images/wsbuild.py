@@ -1,7 +1,7 @@
 """``ddpctl image build --workdir DIR``: the workspace image built through the Docker SDK (legacy builder).
 
 Two builds, each skipped when its result exists: the requirements layer (``ddpctl/workspace-deps:<hash>``,
-made once per base + requirements + pip sources, by :mod:`ddpctl.images.wsdeps`: a committed container, so
+made once per base + requirements file, by :mod:`ddpctl.images.wsdeps`: a committed container, so
 no index credential reaches a layer) and the code layer on top of it (the directory's files at
 ``/workspace``, tagged by content). The code layer's build context is a tar stream made here, so only the files
 :func:`ddpctl.images.workspace.scan` chose reach the engine, with fixed owner (root), modes (0644/0755) and
@@ -137,11 +137,16 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
 
             progress.line(f"installing {workspace.requirements.name} on {base} (requirements layer {parent}): "
                           + reqfile.describe(pip, reqfile.options(workspace.requirements)))
-            wsdeps.build_deps(client, base=base, tag=parent, requirements=workspace.requirements, pip=pip,
-                              labels={ws.LABEL_WS_DEPS: deps_key}, line=progress.line,
-                              what=f"requirements layer from {workspace.requirements}")
+            sources = wsdeps.layer_sources(client, base, workspace.requirements, pip, progress)
+            try:
+                wsdeps.build_deps(client, base=base, tag=parent, requirements=workspace.requirements,
+                                  pip=sources.pip, no_index=sources.no_index, labels={ws.LABEL_WS_DEPS: deps_key},
+                                  line=progress.line, what=f"requirements layer from {workspace.requirements}")
+            finally:
+                sources.close()
         else:
-            progress.line(f"requirements layer {parent} is cached")
+            progress.line(f"requirements layer {parent} is cached (same base and {workspace.requirements.name}): "
+                          "not rebuilt")
     parent_id = _image_id(client, parent) or ""
     content = _content_hash(parent_id, workspace)
     ref = ws.workspace_tag(repository, tag, content)

@@ -1,9 +1,18 @@
-"""The requirements layer of a workspace image, built so that nothing staged for pip leaves a trace.
+"""The requirements layer of a workspace image: where pip gets the wheels, and a build that leaves no trace of
+what was staged for it.
 
-A Dockerfile cannot do that on this engine: the legacy builder (the only one the Docker SDK drives, and the only
-one without the ``buildx`` plugin) has no secret mounts, records every build argument in the image history,
-and a ``COPY``-ed file stays in its layer even when a later step deletes it. So the layer is made the way the
-builder makes a ``RUN`` step, minus those: a container of the base image gets ``/tmp/ddpctl-ws`` (the
+Where the wheels come from: the user's ``--wheelhouse`` / ``--index-url`` win. With neither, pip inside the base
+installs from the index it reaches; when it reaches none (a proxy whose TLS CA only the host trusts, a mirror
+only the host's pip configuration names) while the host does, the wheelhouse is made on this host
+(:func:`layer_sources`, :func:`ddpctl.images.hostwheels.download_missing`): resolved against what the base
+already has (its torch, the ``nvidia-*`` libraries and the rest count as installed and are never fetched), for
+the base's Python and platform, installed with ``--no-index``, and removed after the build. The layer's key does
+not depend on any of this (:func:`ddpctl.images.workspace.deps_hash`).
+
+The build: a Dockerfile cannot do it on this engine: the legacy builder (the only one the Docker SDK drives, and
+the only one without the ``buildx`` plugin) has no secret mounts, records every build argument in the image
+history, and a ``COPY``-ed file stays in its layer even when a later step deletes it. So the layer is made the
+way the builder makes a ``RUN`` step, minus those: a container of the base image gets ``/tmp/ddpctl-ws`` (the
 requirements file, the wheelhouse, the CA bundle, the index URL with its credentials in a file, and the
 install script) copied in through the API, runs pip, deletes ``/tmp/ddpctl-ws`` before it exits, and is
 committed as ``ddpctl/workspace-deps:<hash>`` with the base image's configuration. The one new layer holds the
@@ -14,11 +23,15 @@ argument or label carries the index URL (only its credential-free form, in a lab
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import tarfile
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from ddpctl.errors import DdpctlError, EngineError
-from ddpctl.images import reqfile
+from ddpctl.errors import DdpctlError, EngineError, UsageError
+from ddpctl.images import hostwheels, reqfile
 from ddpctl.images import workspace as ws
 from ddpctl.launch import LABEL_MANAGED_BY, MANAGED_BY
 
@@ -33,6 +46,7 @@ if [ -n "$(ls "$W/wheelhouse")" ]; then
     set -- --find-links "$W/wheelhouse"
     [ -f "$W/index-url" ] || set -- "$@" --no-index
 fi
+[ ! -f "$W/no-index" ] || set -- "$@" --no-index
 [ ! -f "$W/index-url" ] || set -- "$@" --index-url "$(cat "$W/index-url")"
 [ ! -f "$W/ca/ca.pem" ] || set -- "$@" --cert "$W/ca/ca.pem"
 PY=$(command -v python3 || command -v python)
@@ -59,8 +73,9 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes | None = None, *, path: Pa
         tar.addfile(info, io.BytesIO(data or b""))
 
 
-def stage_archive(requirements: Path, pip: ws.PipOptions) -> bytes:
-    """``/tmp/ddpctl-ws`` as a tar for ``put_archive``: script, requirements, wheelhouse, CA, index URL."""
+def stage_archive(requirements: Path, pip: ws.PipOptions, *, no_index: bool = False) -> bytes:
+    """``/tmp/ddpctl-ws`` as a tar for ``put_archive``: script, requirements, wheelhouse, CA, index URL, and with
+    ``no_index`` the marker that keeps pip off any index (a host-made wheelhouse, even an empty one)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for d in ("", "wheelhouse", "ca"):
@@ -75,6 +90,8 @@ def stage_archive(requirements: Path, pip: ws.PipOptions) -> bytes:
             _add(tar, "ca/ca.pem", path=pip.ca_file)
         if pip.index_url:
             _add(tar, "index-url", pip.index_url.encode())
+        if no_index:
+            _add(tar, "no-index", b"")
     return buf.getvalue()
 
 
@@ -92,7 +109,7 @@ def _commit_config(base_config: dict, labels: dict[str, str]) -> dict:
 
 
 def build_deps(client, *, base: str, tag: str, requirements: Path, pip: ws.PipOptions, labels: dict[str, str],
-               line, what: str) -> str:
+               line, what: str, no_index: bool = False) -> str:
     """Install ``requirements`` on ``base`` as described above; the image is tagged ``tag``. Returns its id.
     ``line`` gets pip's output. A failure leaves no container and no image behind."""
     from ddpctl.dockerclient import remove_quietly
@@ -106,7 +123,7 @@ def build_deps(client, *, base: str, tag: str, requirements: Path, pip: ws.PipOp
         container = client.containers.create(base, ["/bin/sh", f"{STAGE}/install.sh"], entrypoint=[], user="0",
                                              working_dir="/", labels={LABEL_MANAGED_BY: MANAGED_BY,
                                                                       "ddpctl.purpose": "workspace-deps"})
-        container.put_archive("/", stage_archive(requirements, pip))
+        container.put_archive("/", stage_archive(requirements, pip, no_index=no_index))
         container.start()
         for chunk in container.logs(stdout=True, stderr=True, stream=True, follow=True):
             for text in chunk.decode("utf-8", "replace").splitlines():
@@ -125,3 +142,47 @@ def build_deps(client, *, base: str, tag: str, requirements: Path, pip: ws.PipOp
         raise EngineError(f"building the {what} failed: {first}", "read the build output above") from None
     finally:
         remove_quietly(container)
+
+
+@dataclass
+class LayerSources:
+    """pip's sources for one requirements layer build: the user's, or a wheelhouse made on this host (``scratch``,
+    removed by :meth:`close`) installed with ``no_index``."""
+
+    pip: ws.PipOptions
+    no_index: bool = False
+    scratch: Path | None = None
+
+    def close(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+
+def layer_sources(client, base: str, requirements: Path, pip: ws.PipOptions, progress) -> LayerSources:
+    """pip's sources for building the requirements layer of ``requirements`` on ``base`` (see the module doc)."""
+    if pip.wheelhouse is not None or pip.index_url:
+        return LayerSources(pip)
+    facts = hostwheels.probe(client, base, index=True)
+    if facts.index_ok:
+        progress.line(f"pip in {base} reaches a package index: {requirements.name} is installed from it")
+        return LayerSources(pip)
+    built = reqfile.source_references(requirements.read_text())
+    if built:
+        n, req = built[0]
+        raise UsageError(f"{requirements} line {n}: {reqfile.shown(req)} is not a wheel, and pip in {base} reaches no "
+                         "package index: resolving it on this host would run its build code here",
+                         "build its wheel into --wheelhouse DIR (pip wheel -w DIR ...), or pass --index-url")
+    progress.line(f"pip in {base} reaches no package index: resolving {requirements.name} with pip on this host "
+                  f"against the {len(facts.installed)} distributions {base} has ({facts.target.describe()})")
+    scratch = Path(tempfile.mkdtemp(prefix="ddpctl-wheels-", dir=os.environ.get("TMPDIR", "/var/tmp")))
+    try:
+        wh = hostwheels.download_missing(requirements, facts, scratch / "wheels")
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    kept = [f"{name} {facts.has(name)}" for name in ("torch", "numpy") if facts.has(name)]
+    progress.line(f"wheelhouse made on this host: {wh.summary()}: {', '.join(wh.wheels) or 'nothing missing'}"
+                  + (f" (kept from {base}: {', '.join(kept)})" if kept else ""))
+    return LayerSources(ws.PipOptions(wheelhouse=scratch / "wheels", ca_file=pip.ca_file), no_index=True,
+                        scratch=scratch)
