@@ -218,3 +218,12 @@ def test_a_dry_run_push_without_a_registry_host_refuses_like_the_real_run(capsys
     for extra in (["--dry-run"], []):
         one_line(*cli(capsys, "render", "pytorchjob", "--workdir", str(root), "--push", "team/proj", *extra,
                       "--", "python", "train.py"), "names no registry")
+
+
+def test_the_ddp_train_image_refuses_an_index_url_with_credentials(capsys, tmp_path):
+    """The ddp-train image's first stage takes the index as a build argument (kept in the cache image's
+    history by the legacy builder): credentials are refused before anything is built."""
+    code, out, err = cli(capsys, "image", "build", "--cpu", "--index-url", "https://me:hunter2@idx.example/simple",
+                         "--tag", "ddpctl/never-built:x", cwd=tmp_path)
+    line = one_line(code, out, err, "carries credentials")
+    assert "hunter2" not in line and "--wheelhouse" in line

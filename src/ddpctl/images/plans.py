@@ -146,6 +146,14 @@ def build_plan(*, cpu: bool, base: str | None = None, tag: str | None = None, wh
 
         raise UsageError(f"--index-url {shown(index_url)} is not an http(s):// or file:// URL",
                          "give the URL of a PEP 503 simple index")
+    if index_url and "@" in index_url.split("://", 1)[1].split("/", 1)[0]:
+        from ddpctl.images.reqfile import shown
+
+        # the ddp-train image's first stage takes the index as a build argument, which the legacy builder keeps
+        # in the history of the local cache image (<tag>-deps): no credential may go there
+        raise UsageError(f"--index-url {shown(index_url)} carries credentials, which a build argument would keep "
+                         "in the cache image's history", "download the wheels on the host ('pip download -d DIR "
+                         "torch==2.13.0 ...' with the index in pip's own config) and pass --wheelhouse DIR")
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise UsageError(f"wheelhouse {str(wheelhouse)!r} is not a directory",
                          "make one with 'pip download -d DIR torch==2.13.0 ...' or 'make wheelhouse'")

@@ -2,12 +2,10 @@
 container. Pure.
 
 The launch contract (argv, env, GPUs, labels per node) comes from :func:`ddpctl.launch.local_nodes`; this module
-adds the container around it (user, mounts, ipc/shm, ulimits, CPU/memory limits, restart policy, network).
-Two serialisations of the same plan: :func:`container_request` (the Docker Engine create request that
-``ddpctl up``'s executor sends; ``--dry-run`` prints :meth:`LocalPlan.to_dict`) and the compose renderer
-(:mod:`ddpctl.render.compose`). Whether relative host paths are resolved is a parameter of
-:func:`plan_containers`: ``up`` resolves them against its working directory, compose keeps them relative to
-the compose file as the spec has them.
+adds the container around it (user, mounts, ipc/shm, ulimits, CPU/memory limits, restart policy, network). Two
+serialisations of the same plan: :func:`container_request` (the Engine create request of ``ddpctl up``'s executor;
+``--dry-run`` prints :meth:`LocalPlan.to_dict`) and :mod:`ddpctl.render.compose`. :func:`plan_containers`
+resolves relative host paths for ``up`` (its working directory); compose keeps them relative to its file.
 """
 
 from __future__ import annotations
