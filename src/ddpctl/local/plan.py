@@ -295,7 +295,6 @@ def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None
         req["nano_cpus"] = c.nano_cpus
     if c.mem_limit:
         req["mem_limit"] = c.mem_limit
-    # No Docker restart policy from c.max_restarts: `ddpctl up`'s executor watches every node and restarts the
-    # whole job after a retryable failure (executor/supervise.py); a daemon restart would bring one failed node
-    # back behind its back. Compose writes the policy.
+    # No Docker restart policy from c.max_restarts: up's executor restarts the whole job (executor/supervise.py),
+    # where a daemon restart would bring one failed node back behind its back. Compose writes the policy.
     return req
