@@ -43,7 +43,10 @@ class Runtime:
 
     def say(self, msg):
         if self.is0 and not self.args.quiet:
-            print(msg, flush=True)
+            # one write with its newline: the local ranks share torchrun's stdout, and print() writes the text
+            # and the newline apart, so another rank's progress record could land inside this line
+            sys.stdout.write(msg + "\n")
+            sys.stdout.flush()
 
     def warn(self, msg):
         if self.is0:

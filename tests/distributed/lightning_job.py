@@ -35,6 +35,8 @@ def main():
                         log_every_n_steps=2, enable_progress_bar=False, enable_model_summary=False, logger=False,
                         default_root_dir=os.environ.get("DDPCTL_CHECKPOINTS", "."), callbacks=[ProgressCallback()])
     trainer.fit(Tiny(), data)
+    if torch.distributed.is_initialized():  # before exit, as torch asks (gloo's threads may abort the exit else)
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

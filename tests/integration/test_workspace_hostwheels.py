@@ -49,6 +49,11 @@ trainer = L.Trainer(accelerator="cpu", devices=1, num_nodes=int(os.environ["WORL
 trainer.fit(Model(), data)
 print(f"lightning {L.__version__} rank {trainer.global_rank}/{trainer.world_size} steps {trainer.global_step}",
       flush=True)
+# end the process group before the interpreter exits, as torch asks: without it, gloo's threads can abort the
+# process at exit ("terminate called without an active exception", exit 134; seen once under load), which up
+# rightly reports as a failed node
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
 '''
 
 
