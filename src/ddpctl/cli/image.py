@@ -103,6 +103,9 @@ def build(
         flag = "--requirements" if requirements is not None else "--push" if push else "--allow-credential-files"
         raise UsageError(f"{flag} applies to workspace images only",
                          "add --workdir DIR, or push the ddp-train image with 'ddpctl image push'")
+    from ddpctl.images.plans import refuse_index_credentials
+
+    refuse_index_credentials(index_url)  # before anything is built
     plan = images.build_plan(cpu=cpu, base=base, tag=tag, wheelhouse=wheelhouse, index_url=index_url,
                              ca_file=ca_file, torch_version=torch_version)
     result = images.build_image(plan, force=force, nocache=no_cache)

@@ -135,6 +135,18 @@ class BuildPlan:
         }
 
 
+def refuse_index_credentials(index_url: str | None) -> None:
+    """The ddp-train image's first stage takes the index as a build argument, which the legacy builder keeps in
+    the history of the local cache image (<tag>-deps): no credential may go there (workspace images install
+    their requirements in a committed container instead, ddpctl.images.wsdeps)."""
+    if index_url and "://" in index_url and "@" in index_url.split("://", 1)[1].split("/", 1)[0]:
+        from ddpctl.images.reqfile import shown
+
+        raise UsageError(f"--index-url {shown(index_url)} carries credentials, which a build argument would keep "
+                         "in the cache image's history", "download the wheels on the host ('pip download -d DIR "
+                         "torch==2.13.0 ...' with the index in pip's own config) and pass --wheelhouse DIR")
+
+
 def build_plan(*, cpu: bool, base: str | None = None, tag: str | None = None, wheelhouse: Path | None = None,
                index_url: str | None = None, ca_file: Path | None = None,
                torch_version: str = TORCH_VERSION, cuda_version: str = CUDA_VERSION) -> BuildPlan:
@@ -146,14 +158,6 @@ def build_plan(*, cpu: bool, base: str | None = None, tag: str | None = None, wh
 
         raise UsageError(f"--index-url {shown(index_url)} is not an http(s):// or file:// URL",
                          "give the URL of a PEP 503 simple index")
-    if index_url and "@" in index_url.split("://", 1)[1].split("/", 1)[0]:
-        from ddpctl.images.reqfile import shown
-
-        # the ddp-train image's first stage takes the index as a build argument, which the legacy builder keeps
-        # in the history of the local cache image (<tag>-deps): no credential may go there
-        raise UsageError(f"--index-url {shown(index_url)} carries credentials, which a build argument would keep "
-                         "in the cache image's history", "download the wheels on the host ('pip download -d DIR "
-                         "torch==2.13.0 ...' with the index in pip's own config) and pass --wheelhouse DIR")
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise UsageError(f"wheelhouse {str(wheelhouse)!r} is not a directory",
                          "make one with 'pip download -d DIR torch==2.13.0 ...' or 'make wheelhouse'")
