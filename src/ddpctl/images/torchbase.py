@@ -29,6 +29,7 @@ from ddpctl.errors import EngineError, UsageError
 from ddpctl.images import hostwheels
 from ddpctl.images.plans import DEFAULT_LOCAL_BASE, LABEL_BASE_HASH, LABEL_CUDA, LABEL_TORCH
 from ddpctl.images.tidy import BuildTrace, drop_if_untagged, tidy_build
+from ddpctl.images.wsbuild import run_build
 from ddpctl.launch import LABEL_MANAGED_BY, LABEL_VERSION, MANAGED_BY
 
 REPOSITORY = "ddpctl/torch"
@@ -209,25 +210,7 @@ def build_torch_base(torch_version: str, cuda_version: str, *, progress, wheelho
 
 def _build(client, context, tag: str, progress) -> str:
     trace = BuildTrace()
-    image_id, error = "", None
-    try:
-        for ev in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False,
-                                   decode=True):
-            if "stream" in ev:
-                for line in ev["stream"].splitlines():
-                    trace.feed(line)
-                    progress.line(line)
-            if "error" in ev:
-                error = str(ev.get("error", "")).strip()
-            if isinstance(ev.get("aux"), dict) and "ID" in ev["aux"]:
-                image_id = ev["aux"]["ID"]
-    except Exception as exc:  # noqa: BLE001 - connection dropped, API error
-        error = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-    finally:
-        context.close()
-    if error:
-        tidy_build(client, trace, None, None)
-        raise EngineError(f"building {tag} failed: {error[:300]}", "read the build output above")
-    image_id = image_id or _image_id(client, tag) or ""
+    image_id = run_build(client, context, tag=tag, labels={}, buildargs=None, progress=progress, what=f"image {tag}",
+                         trace=trace)
     tidy_build(client, trace, image_id, None)  # the first stage (wheelhouse + install) is not kept
     return image_id

@@ -87,10 +87,11 @@ def code_context(workspace: ws.Workspace, parent: str, labels: dict[str, str]):
     return buf
 
 
-def _run_build(client, context, *, tag: str, labels: dict[str, str], buildargs: dict[str, str] | None,
-               progress: BuildProgress, what: str) -> str:
-    """One legacy build from a tar stream; returns the image id. A failure leaves no step image behind."""
-    trace = BuildTrace()
+def run_build(client, context, *, tag: str, labels: dict[str, str], buildargs: dict[str, str] | None,
+              progress: BuildProgress, what: str, trace: BuildTrace | None = None) -> str:
+    """One legacy build from a tar stream; returns the image id. A failure leaves no step image behind;
+    ``trace`` (given) records the build's step images for the caller's own tidying after a success."""
+    trace = trace if trace is not None else BuildTrace()
     image_id, error = "", None
     try:
         for ev in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
@@ -159,7 +160,7 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_VERSION: __version__, ws.LABEL_WS_HASH: content,
               ws.LABEL_WS_SOURCE: str(workspace.root), "org.opencontainers.image.base.name": base,
               **({ws.LABEL_WS_DEPS: deps_key} if deps_key else {}), **ws.git_labels(workspace.root)}
-    image_id = _run_build(client, code_context(workspace, parent, labels), tag=ref, labels={}, buildargs=None,
+    image_id = run_build(client, code_context(workspace, parent, labels), tag=ref, labels={}, buildargs=None,
                           progress=progress, what=f"workspace image {ref}")
     if previous and previous != image_id:
         drop_if_untagged(client, previous)
