@@ -1,19 +1,26 @@
-"""ddp-train throughput: the GPU fast path vs the classic DataLoader pipeline, and DDP scaling.
+"""ddp-train throughput: variants of one workload side by side, at 1..N GPUs, with scaling and spread.
 
-Every configuration is a real `ddp-train` run (a subprocess; torchrun for several GPUs) with a fixed
-number of warm-up steps (excluded) and timed steps; the figures come from each run's summary line.
+Every run is a real `ddp-train` process (torchrun for several GPUs) with warm-up steps (excluded from its figures)
+and timed steps; the figures come from rank 0's summary line. A variant is a name and ddp-train flags, optionally
+preceded by environment assignments (``NAME=VALUE`` words in capitals, e.g. NCCL settings), and run at every
+``--gpus`` count or at its own (``NAME@4=...``):
 
-    python benchmarks/train_throughput.py --out results.json            # on a machine with 1-2 GPUs
-    python benchmarks/train_throughput.py --only r18-fast-1 --scale 0.2  # a quick subset
-    python benchmarks/train_throughput.py --progress-overhead --only r18-graph-1,r18-graph-2 --repeats 3 \
-        --out progress_overhead.json   # progress records on vs off (target: within 1 %)
+    python benchmarks/train_throughput.py --workload r18 --gpus 1,4 \\
+        --variant base= --variant bf16='--grad-compression bf16' \\
+        --variant bk-ch4@4='NCCL_MAX_NCHANNELS=4 --graph-reducer bucketed' --repeats 2 --out t.json
+    python benchmarks/train_throughput.py --workload r18 --gpus 1,2 --variant graph='--step-mode graph' \\
+        --variant eager='--step-mode eager' --progress-overhead --repeats 3 --out progress_overhead.json
 
---progress-overhead runs each configuration with a log line and progress record every --log-interval steps
-(default 10), and the same with --progress-records off, alternating which goes first, --repeats times; it prints
-the median samples/s of each and their ratio.
+Runs are interleaved (repeat 1 of every variant and GPU count, then repeat 2, ...), so a drift of the machine
+spreads over all of them. Scaling at k GPUs is k-GPU img/s over k x the fastest 1-GPU median of the same call
+(never a slowed 1-GPU run). ``--progress-overhead`` runs each variant with a log line and a progress record every
+``--log-interval`` steps, and the same with ``--progress-records off``, alternating which goes first; it reports
+the median of each and on / off (target: within 1 %).
 
-Targets: fast path >= 4x the dataloader mode on 1 GPU (ResNet-18 CIFAR, batch 256/GPU);
-scaling >= 0.95 on 2 GPUs; ResNet-50 synthetic 224 bf16 >= 2,800 img/s per GPU and >= 0.97 scaling.
+Workloads (batch 256 per GPU, no evaluation, no sync check): ``r18`` (CIFAR-10 ResNet-18, ddp-train's GPU-resident
+input pipeline), ``r50`` (ImageNet-synthetic ResNet-50, 224 px), ``classic`` (the seeds' way: torchvision ResNet-18,
+PIL transforms in 4 DataLoader workers, fp32, eager). ``ddpctl bench`` is the standard report; this tool is for
+looking at one workload's variants in detail.
 """
 
 from __future__ import annotations
@@ -21,220 +28,177 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
+import re
+import shlex
+import statistics
 import sys
 import time
+from pathlib import Path
 
-R18 = ["--workload", "cifar10", "--model", "resnet18", "--batch-size", "256", "--no-eval", "--sync-check", "off",
-       "--quiet"]
-R50 = ["--workload", "imagenet-synthetic", "--model", "resnet50", "--batch-size", "256", "--no-eval",
-       "--sync-check", "off", "--quiet", "--test-size", "256"]
-CLASSIC = ["--data-pipeline", "dataloader", "--workers", "4", "--precision", "fp32", "--no-channels-last"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import benchlib  # noqa: E402
 
-# name: (gpus, args, warmup steps, timed steps)
-CONFIGS = {
-    "r18-fast-1": (1, R18, 40, 300),
-    "r18-dataloader-1": (1, R18 + CLASSIC, 20, 120),
-    "r18-dataloader-bf16-1": (1, R18 + ["--data-pipeline", "dataloader", "--workers", "4"], 20, 120),
-    "r18-fast-2": (2, R18, 40, 300),
-    "r50-fast-1": (1, R50, 15, 60),
-    "r50-fast-2": (2, R50, 15, 60),
-    "r18-compile-1": (1, R18 + ["--compile"], 60, 300),
-    "r18-compile-2": (2, R18 + ["--compile"], 60, 300),
-    "r18-cg-1": (1, R18 + ["--compile", "--compile-mode", "reduce-overhead"], 60, 300),
-    "r18-cg-2": (2, R18 + ["--compile", "--compile-mode", "reduce-overhead", "--static-graph"], 60, 300),
-    "r18-static-2": (2, R18 + ["--static-graph"], 40, 300),
-    "r18-nobb-2": (2, R18 + ["--no-broadcast-buffers"], 40, 300),
-    "r18-bf16c-2": (2, R18 + ["--grad-compression", "bf16"], 40, 300),
-    "r18-nobb-bf16c-2": (2, R18 + ["--no-broadcast-buffers", "--grad-compression", "bf16"], 40, 300),
-    "r18-cg-nobb-2": (2, R18 + ["--compile", "--compile-mode", "reduce-overhead", "--no-broadcast-buffers"], 60, 300),
+benchlib.use_src()
+COMMON = ["--batch-size", "256", "--no-eval", "--sync-check", "off", "--quiet"]
+WORKLOADS = {  # name: (ddp-train flags, warm-up steps, timed steps)
+    "r18": (["--workload", "cifar10", "--model", "resnet18", *COMMON], 40, 400),
+    "r50": (["--workload", "imagenet-synthetic", "--model", "resnet50", "--test-size", "256", *COMMON], 20, 60),
+    "classic": (["--workload", "cifar10", "--model", "torchvision-resnet18", *COMMON, "--data-pipeline", "classic",
+                 "--workers", "4", "--precision", "fp32", "--no-channels-last", "--no-cudnn-benchmark",
+                 "--step-mode", "eager"], 20, 120),
 }
-# the whole-step CUDA graph (--step-mode graph), with and without torch.compile, against eager and the
-# classic (seed-style) pipeline: torchvision ResNet-18, PIL per-sample transforms in 4 workers, fp32, eager
-GRAPH = ["--step-mode", "graph"]
-SEED = ["--workload", "cifar10", "--model", "torchvision-resnet18", "--batch-size", "256", "--no-eval",
-        "--sync-check", "off", "--quiet", *CLASSIC, "--no-cudnn-benchmark", "--step-mode", "eager",
-        "--data-pipeline", "classic"]
-# the classic cell before the seeds' torchvision-style dataset (ddp-train's seeded per-sample pipeline instead)
-SEED_OLD = SEED[:-2]
-BF16 = ["--grad-compression", "bf16"]
-SKIP = ["--debug-skip-grad-sync"]  # diagnosis: no collective at all (the ranks drift apart)
-for _n in (1, 2, 4, 8):
-    CONFIGS[f"r18-eager-{_n}"] = (_n, R18 + ["--step-mode", "eager"], 40, 300)
-    CONFIGS[f"r18-graph-{_n}"] = (_n, R18 + GRAPH, 40, 400)
-    CONFIGS[f"r18-graphddp-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "ddp"], 40, 400)
-    CONFIGS[f"r18-graphc-{_n}"] = (_n, R18 + GRAPH + ["--compile"], 40, 400)
-    CONFIGS[f"r50-graph-{_n}"] = (_n, R50 + GRAPH, 20, 60)
-    CONFIGS[f"r50-eager-{_n}"] = (_n, R50 + ["--step-mode", "eager"], 15, 60)
-    CONFIGS[f"classic-{_n}"] = (_n, SEED, 20, 120)
-    CONFIGS[f"classicold-{_n}"] = (_n, SEED_OLD, 20, 120)
-    CONFIGS[f"r18-graphbf-{_n}"] = (_n, R18 + GRAPH + BF16, 40, 400)
-    CONFIGS[f"r18-graphskip-{_n}"] = (_n, R18 + GRAPH + SKIP, 40, 400)
-    CONFIGS[f"r18-graphcbf-{_n}"] = (_n, R18 + GRAPH + ["--compile"] + BF16, 40, 400)
-    CONFIGS[f"r18-graph512-{_n}"] = (_n, R18 + GRAPH + ["--batch-size", "512"], 40, 300)
-    CONFIGS[f"r18-graph512bf-{_n}"] = (_n, R18 + GRAPH + ["--batch-size", "512"] + BF16, 40, 300)
-    # the bucketed reducer (bucket all-reduces overlapping the backward), 25 MiB and 8 MiB
-    CONFIGS[f"r18-graphbk-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed"], 40, 400)
-    CONFIGS[f"r18-graphbk8-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed", "--bucket-mb", "8"], 40, 400)
-    CONFIGS[f"r18-graphcbk8-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--graph-reducer", "bucketed", "--bucket-mb", "8"],
-                                      40, 400)
-    CONFIGS[f"r50-graphbk-{_n}"] = (_n, R50 + GRAPH + ["--graph-reducer", "bucketed"], 20, 60)
-    CONFIGS[f"r50-graphbf-{_n}"] = (_n, R50 + GRAPH + BF16, 20, 60)
-    CONFIGS[f"r50-graphddp-{_n}"] = (_n, R50 + GRAPH + ["--graph-reducer", "ddp"], 20, 60)
-    CONFIGS[f"r50-graphskip-{_n}"] = (_n, R50 + GRAPH + SKIP, 20, 60)
-    # what the per-step buffer broadcast costs (--no-broadcast-buffers), alone and bucketed
-    CONFIGS[f"r18-graphnobb-{_n}"] = (_n, R18 + GRAPH + ["--no-broadcast-buffers"], 40, 400)
-    CONFIGS[f"r18-graphbk8nobb-{_n}"] = (_n, R18 + GRAPH + ["--graph-reducer", "bucketed", "--bucket-mb", "8",
-                                                          "--no-broadcast-buffers"], 40, 400)
-    CONFIGS[f"r18-graphcbk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--graph-reducer", "bucketed"], 40, 400)
-    CONFIGS[f"r18-graphcnobb-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--no-broadcast-buffers"], 40, 400)
-    # torch.compile block by block (--compile-scope blocks), so the bucketed reducer's hooks fire
-    # per block and its all-reduces overlap the compiled backward; flat for the 1-GPU cost of the smaller regions
-    CONFIGS[f"r18-graphcblk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--compile-scope", "blocks"], 40, 400)
-    CONFIGS[f"r18-graphcbk8blk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--compile-scope", "blocks",
-                                                          "--graph-reducer", "bucketed", "--bucket-mb", "8"], 40, 400)
-DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
+ENV_WORD = re.compile(r"^[A-Z][A-Z0-9_]*=")
 
 
-def command(gpus, args, warmup, timed, log_interval=1000000):
+def parse_variant(text: str) -> tuple[str, dict, list[str], list[int] | None]:
+    """'name[@GPUS]=[ENV=V ...] flags' -> (name, env, flags, GPU counts or None for --gpus)."""
+    head, sep, rest = text.partition("=")
+    name, _, counts = head.partition("@")
+    try:
+        gpus = [int(x) for x in counts.split(",")] if counts else None
+    except ValueError:
+        gpus = []
+    if not sep or not name or gpus == []:
+        raise SystemExit(f"error: --variant {text!r}: write NAME[@GPUS]=FLAGS, e.g. base= or bf16@4='--grad-compression bf16'")
+    words = shlex.split(rest)
+    env = {}
+    while words and ENV_WORD.match(words[0]):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    return name, env, words, gpus
+
+
+def command(gpus: int, flags: list[str], warmup: int, steps: int, log_interval: int) -> list[str]:
     # --epochs is set high so that --max-steps, not the end of the (one-epoch default) run, ends the window
-    base = ["-m", "ddp_train", *args, "--epochs", "1000", "--warmup-steps", str(warmup),
-            "--max-steps", str(warmup + timed), "--log-interval", str(log_interval)]
+    base = ["-m", "ddp_train", *flags, "--epochs", "1000", "--warmup-steps", str(warmup),
+            "--max-steps", str(warmup + steps), "--log-interval", str(log_interval)]
     if gpus == 1:
         return [sys.executable, *base, "--strategy", "single"]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus), *base]
 
 
-def run_one(name, scale, timeout, extra=(), warmup_override=None, log_interval=1000000):
-    gpus, args, warmup, timed = CONFIGS[name]
-    if warmup_override is not None:
-        warmup = warmup_override
-    cmd = command(gpus, [*args, *extra], warmup, max(5, int(timed * scale)), log_interval)
-    t0 = time.monotonic()
-    # its own process group, ended as a whole on timeout (killing torchrun alone would orphan its workers)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+def summary_of(log: Path) -> dict | None:
+    """Rank 0's summary: the last JSON line whose event is the summary (progress records are skipped)."""
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        brace = line.find("{")
+        if brace >= 0 and line.endswith("}") and '"event":"progress"' not in line.replace(" ", ""):
             try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                out, err = proc.communicate(timeout=10)
-                break
-            except subprocess.TimeoutExpired:
+                data = json.loads(line[brace:])
+            except ValueError:
                 continue
-        return {"name": name, "gpus": gpus, "cmd": " ".join(cmd[1:]),
-                "error": f"timeout after {timeout}s; stderr tail: {(err or '')[-2500:]}"}
-    p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-    wall = round(time.monotonic() - t0, 1)
-    res = {"name": name, "gpus": gpus, "cmd": " ".join(["python"] + cmd[1:]), "rc": p.returncode, "wall_s": wall}
-    try:  # rank 0's summary: the last stdout line that is not another rank's progress record
-        res["summary"] = json.loads([ln for ln in p.stdout.strip().splitlines() if '"event":"progress"' not in ln][-1])
-    except (ValueError, IndexError):
-        res["error"] = (p.stderr or p.stdout)[-1500:]
+            if isinstance(data, dict) and "images_per_sec" in data:
+                return data
+    return None
+
+
+def run_one(a, name: str, gpus: int, env: dict, flags: list[str], tag: str) -> dict:
+    base, warmup, steps = WORKLOADS[a.workload]
+    argv = command(gpus, [*base, *a.extra.split(), *flags], a.warmup or warmup, a.steps or steps, a.log_interval)
+    log = a.logs / f"{name}-{gpus}-{tag}.log"
+    t0 = time.monotonic()
+    rc = benchlib.run(argv, log=log, timeout=a.timeout, env=benchlib.gpu_env(env))
+    s = summary_of(log) if log.exists() else None
+    ips = (s or {}).get("images_per_sec")
+    res = {"variant": name, "gpus": gpus, "tag": tag, "rc": rc, "wall_s": round(time.monotonic() - t0, 1),
+           "env": env, "cmd": " ".join(["python"] + argv[1:]), "images_per_sec": ips,
+           "step_ms": round(s["step_time_s"] * 1e3, 3) if s and s.get("step_time_s") else None,
+           "summary": s}
+    if rc != 0 or not ips:
+        tail = log.read_text(errors="replace")[-800:] if log.exists() else ""
+        res["error"] = f"exit {rc}; log {log}: {tail}"
+    print(f"{name:16s} gpus={gpus} {tag:8s} img/s={ips} step_ms={res['step_ms']} "
+          f"reducer={(s or {}).get('graph_reducer')} mode={(s or {}).get('step_mode')} wall={res['wall_s']}"
+          f"{'  ' + res['error'][-300:] if res.get('error') else ''}", flush=True)
     return res
 
 
-def progress_overhead(a) -> None:
-    """Samples/s with progress records on vs off (the same log interval), alternating order, median of repeats."""
-    import statistics
+def spread(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    return round(100 * (max(values) - min(values)) / statistics.median(values), 2)
 
+
+def throughput(a, variants) -> dict:
+    runs = []
+    for rep in range(a.repeats):
+        for name, env, flags, counts in variants:
+            for gpus in counts or a.gpus:
+                runs.append(run_one(a, name, gpus, env, flags, f"r{rep + 1}"))
     rows = []
-    for name in a.only.split(","):
-        runs = {"on": [], "off": []}
-        for rep in range(a.repeats):
-            for mode in (("on", "off") if rep % 2 == 0 else ("off", "on")):
-                extra = a.extra.split() + (["--progress-records", "off"] if mode == "off" else [])
-                r = run_one(name.strip(), a.scale, a.timeout, extra, a.warmup, a.log_interval)
-                ips = (r.get("summary") or {}).get("images_per_sec")
-                print(f"{name:20s} records {mode:3s} rep {rep + 1}: img/s={ips} {r.get('error', '')[-400:]}", flush=True)
-                if ips:
-                    runs[mode].append(ips)
-        on = statistics.median(runs["on"]) if runs["on"] else None
-        off = statistics.median(runs["off"]) if runs["off"] else None
-        rows.append({"name": name, "log_interval": a.log_interval, "on": runs["on"], "off": runs["off"],
-                     "median_on": on, "median_off": off, "ratio": round(on / off, 4) if on and off else None})
-    with open(a.out, "w") as f:
-        json.dump({"progress_overhead": rows}, f, indent=1)
-    print("\n| config | log interval | img/s records on | img/s records off | on / off |\n|---|---|---|---|---|")
+    for name, env, flags, counts in variants:
+        for gpus in counts or a.gpus:
+            v = [r["images_per_sec"] for r in runs if r["variant"] == name and r["gpus"] == gpus and r["images_per_sec"]]
+            rows.append({"variant": name, "gpus": gpus, "env": env, "flags": flags, "runs": v,
+                         "median": statistics.median(v) if v else None, "spread_pct": spread(v)})
+    ones = [r for r in rows if r["gpus"] == 1 and r["median"]]
+    best1 = max(ones, key=lambda r: r["median"]) if ones else None
     for r in rows:
-        print(f"| {r['name']} | {r['log_interval']} | {r['median_on']} | {r['median_off']} | {r['ratio']} |")
+        r["scaling"] = (round(r["median"] / (r["gpus"] * best1["median"]), 4)
+                        if best1 and r["median"] and r["gpus"] > 1 else None)
+    print(f"\nworkload {a.workload}; scaling against the fastest 1-GPU variant: "
+          f"{best1['variant'] if best1 else None} ({best1['median'] if best1 else None} img/s)")
+    print("| variant | GPUs | img/s (median) | runs | spread % | scaling |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['gpus']} | {r['median']} | {len(r['runs'])} | {r['spread_pct']} | {r['scaling']} |")
+    return {"rows": rows, "best_1gpu": best1 and {"variant": best1["variant"], "median": best1["median"]}, "runs": runs}
 
 
-def derive(results):
-    by = {r["name"]: r.get("summary", {}).get("images_per_sec") for r in results}
-    out = {}
-
-    def ratio(a, b, div=1):
-        return round(by[a] / (div * by[b]), 3) if by.get(a) and by.get(b) else None
-
-    out["fast_vs_dataloader_1gpu"] = ratio("r18-fast-1", "r18-dataloader-1")
-    out["fast_vs_dataloader_bf16_1gpu"] = ratio("r18-fast-1", "r18-dataloader-bf16-1")
-    out["r18_scaling_2gpu"] = ratio("r18-fast-2", "r18-fast-1", 2)
-    out["r18_compile_scaling_2gpu"] = ratio("r18-compile-2", "r18-compile-1", 2)
-    out["r50_scaling_2gpu"] = ratio("r50-fast-2", "r50-fast-1", 2)
-    # scaling against the fastest 1-GPU configuration measured in the same call (never a slowed one)
-    ones = [n for n in by if n.startswith("r18-graph") and n.endswith("-1") and by[n]]
-    best1 = max(ones, key=lambda n: by[n]) if ones else None
-    for n in by:
-        if n.startswith("r18-graphc") and not n.endswith("-1") and best1:
-            k = int(n.rsplit("-", 1)[1])
-            out[f"{n}_vs_best_1gpu"] = {"best_1gpu": best1, "scaling": ratio(n, best1, k)}
-    out["r50_img_s_per_gpu_1"] = by.get("r50-fast-1")
-    out["r50_img_s_per_gpu_2"] = round(by["r50-fast-2"] / 2, 1) if by.get("r50-fast-2") else None
-    return out
+def progress_overhead(a, variants) -> dict:
+    runs, rows = [], []
+    for name, env, flags, counts in variants:
+        for gpus in counts or a.gpus:
+            got = {"on": [], "off": []}
+            for rep in range(a.repeats):
+                for mode in (("on", "off") if rep % 2 == 0 else ("off", "on")):
+                    extra = [] if mode == "on" else ["--progress-records", "off"]
+                    r = run_one(a, name, gpus, env, [*flags, *extra], f"{mode}{rep + 1}")
+                    runs.append(r)
+                    if r["images_per_sec"]:
+                        got[mode].append(r["images_per_sec"])
+            on = statistics.median(got["on"]) if got["on"] else None
+            off = statistics.median(got["off"]) if got["off"] else None
+            rows.append({"variant": name, "gpus": gpus, "log_interval": a.log_interval, **got, "median_on": on,
+                         "median_off": off, "ratio": round(on / off, 4) if on and off else None})
+    print("\n| variant | GPUs | log interval | img/s records on | img/s records off | on / off |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['gpus']} | {r['log_interval']} | {r['median_on']} | {r['median_off']} | {r['ratio']} |")
+    return {"progress_overhead": rows, "runs": runs}
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=",".join(DEFAULT), help=f"comma-separated subset of {', '.join(CONFIGS)}")
-    ap.add_argument("--scale", type=float, default=1.0, help="multiply the timed steps")
-    ap.add_argument("--timeout", type=int, default=240, help="seconds per configuration")
-    ap.add_argument("--out", default="train_throughput.json")
-    ap.add_argument("--extra", default="", help="extra ddp-train flags for every run (a CPU smoke test: "
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="r18")
+    ap.add_argument("--gpus", default="1,2", help="comma-separated GPU counts (default 1,2)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=[ENV=V ...] FLAGS",
+                    help="a variant to run (repeatable; default: base=, ddp-train's defaults)")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each variant and GPU count (default 2)")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: the workload's)")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps (default: the workload's)")
+    ap.add_argument("--extra", default="", help="ddp-train flags for every run (a CPU smoke test: "
                     "'--device cpu --model toy-cnn --train-size 1024 --batch-size 32')")
-    ap.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
-    ap.add_argument("--progress-overhead", action="store_true",
-                    help="progress records on vs off for each --only configuration (see above)")
-    ap.add_argument("--repeats", type=int, default=3, help="--progress-overhead: runs of each mode")
-    ap.add_argument("--log-interval", type=int, default=10, help="--progress-overhead: steps between records")
+    ap.add_argument("--log-interval", type=int, default=None,
+                    help="steps between log lines (default: 10 with --progress-overhead, else one line at the end)")
+    ap.add_argument("--progress-overhead", action="store_true", help="progress records on vs off (see above)")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per run (default 240)")
+    ap.add_argument("--out", type=Path, default=Path("train_throughput.json"))
+    ap.add_argument("--logs", type=Path, default=None, help="folder for the run logs (default: beside --out)")
     a = ap.parse_args()
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    if a.progress_overhead:
-        progress_overhead(a)
-        return
-    results = []
-    for name in a.only.split(","):
-        r = run_one(name.strip(), a.scale, a.timeout, a.extra.split(), a.warmup)
-        results.append(r)
-        s = r.get("summary", {})
-        print(f"{name:24s} gpus={r['gpus']} img/s={s.get('images_per_sec')} step={s.get('step_time_s')} "
-              f"data={s.get('data_time_s')} util={s.get('gpu_util')} mem={s.get('gpu_mem_gb')} "
-              f"mode={s.get('step_mode')}{'+compile' if s.get('compile') else ''}"
-              f"{'/' + s['compile_scope'] if s.get('compile_scope') == 'blocks' else ''} startup={s.get('startup_s')} "
-              f"capture={s.get('capture_s')} reducer={s.get('graph_reducer')}/{s.get('graph_buckets')} "
-              f"loss={s.get('train_loss')} wall={r.get('wall_s')} {r.get('error', '')[-600:]}", flush=True)
-        doc = {"device": s.get("device_name") or (results[0].get("summary") or {}).get("device_name"),
-               "results": results, "derived": derive(results)}
-        with open(a.out, "w") as f:
-            json.dump(doc, f, indent=1)
-    print()
-    print("| config | GPUs | img/s (global) | img/s per GPU | step ms | data ms | GPU util % | GPU mem GB |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in results:
-        s = r.get("summary") or {}
-        ips = s.get("images_per_sec")
-        print(f"| {r['name']} | {r['gpus']} | {ips if ips else 'ERR'} | {round(ips / r['gpus'], 1) if ips else ''} | "
-              f"{round(s['step_time_s'] * 1000, 2) if s.get('step_time_s') else ''} | "
-              f"{round(s['data_time_s'] * 1000, 2) if s.get('data_time_s') is not None else ''} | "
-              f"{s.get('gpu_util', '')} | {s.get('gpu_mem_gb', '')} |")
-    print()
-    print(json.dumps(derive(results), indent=1))
+    try:
+        a.gpus = [int(x) for x in a.gpus.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--gpus {a.gpus!r}: write GPU counts such as 1,2,4")
+    if a.log_interval is None:
+        a.log_interval = 10 if a.progress_overhead else 1_000_000
+    a.logs = a.logs or a.out.parent / (a.out.stem + "-logs")
+    a.logs.mkdir(parents=True, exist_ok=True)
+    variants = [parse_variant(v) for v in (a.variant or ["base="])]
+    doc = {"workload": a.workload, "argv": sys.argv[1:], "host": os.uname().nodename}
+    doc.update(progress_overhead(a, variants) if a.progress_overhead else throughput(a, variants))
+    first = next((r["summary"] for r in doc["runs"] if r.get("summary")), None) or {}
+    doc["device"] = first.get("device_name")
+    a.out.write_text(json.dumps(doc, indent=1))
+    return 0 if all(r["images_per_sec"] for r in doc["runs"]) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
