@@ -1,4 +1,5 @@
-"""ddpctl.dockerconnect / ddpctl.sshtransport without a daemon: client settings, ssh commands, error texts.
+"""ddpctl.dockerengine without a daemon: client settings (ddpctl.dockerengine.client), ssh commands and the ssh
+transport (.ssh, .sshtransport), error texts.
 
 The real connections (TLS daemons, sshd, a 2-host job over each) are in tests/integration/test_two_hosts.py."""
 
@@ -10,7 +11,8 @@ import ssl
 
 import pytest
 
-from ddpctl import dockerconnect as dc
+from ddpctl.dockerengine import client as dc
+from ddpctl.dockerengine import ssh
 from ddpctl.errors import EngineError
 
 
@@ -52,7 +54,7 @@ def test_cert_path_alone_verifies_too(tmp_path):
 
 
 def test_ssh_urls_use_the_system_ssh_without_paramiko():
-    from ddpctl.sshtransport import SSHAdapter
+    from ddpctl.dockerengine.sshtransport import SSHAdapter
 
     client = dc.new_client(base_url="ssh://me@gpu1:2222", version="1.41", timeout=7)
     adapter = client.api.get_adapter("http+docker://localhost/v1.41/_ping")
@@ -61,7 +63,7 @@ def test_ssh_urls_use_the_system_ssh_without_paramiko():
                             "system", "dial-stdio"]
     # one connection pool for the host, whatever the path (docker-py's unix adapter keeps one per URL)
     assert adapter.get_connection("http+docker://localhost/a") is adapter.get_connection("http+docker://localhost/b")
-    assert dc.ssh_argv("ssh://gpu2") == ["ssh", "--", "gpu2"]
+    assert ssh.ssh_argv("ssh://gpu2") == ["ssh", "--", "gpu2"]
 
 
 def test_the_ssh_transport_speaks_http_through_the_command(tmp_path):
@@ -102,10 +104,10 @@ def test_ssh_hostname_follows_the_ssh_config(tmp_path, monkeypatch):
     wrapper.write_text(f'#!/bin/sh\nexec {real} -F "{cfg}" "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
-    assert dc.ssh_hostname("ssh://me@gpu1") == "10.9.8.7"
-    assert dc.ssh_hostname("ssh://10.1.1.1:22") == "10.1.1.1"
+    assert ssh.ssh_hostname("ssh://me@gpu1") == "10.9.8.7"
+    assert ssh.ssh_hostname("ssh://10.1.1.1:22") == "10.1.1.1"
 
-    from ddpctl.local import dockerhosts as dh
+    from ddpctl.dockerengine import hosts as dh
 
     assert dh.resolve("ssh://me@gpu1").node_address() == "10.9.8.7"
     assert dh.resolve("tcp://gpu1:2376").node_address() == "gpu1"
@@ -117,13 +119,13 @@ def test_ssh_check_reports_ssh_in_one_line(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     with pytest.raises(EngineError) as info:
-        dc.ssh_check("ssh://me@gpu1", "gpu1ctx")
+        ssh.ssh_check("ssh://me@gpu1", "gpu1ctx")
     msg = info.value.message
     assert msg.startswith("cannot reach Docker host gpu1ctx (ssh: connect to host gpu1 port 22: Connection refused)")
     assert "make 'ssh me@gpu1 docker version' work from here without a prompt" in msg
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(EngineError, match="there is no 'ssh' client on this machine"):
-        dc.ssh_check("ssh://gpu1")
+        ssh.ssh_check("ssh://gpu1")
 
 
 @pytest.mark.parametrize("error, reason, fix", [
