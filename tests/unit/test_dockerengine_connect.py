@@ -149,3 +149,74 @@ def test_connection_errors_are_explained(error, reason, fix):
     got_reason, got_fix = dc.explain(Exception(error), {"base_url": "tcp://10.0.0.5:2376", "tls": tls})
     assert got_reason == reason
     assert (got_fix is None) if fix is None else (fix in got_fix)
+
+
+# ------------------------------------------------------------------------------ the one entry: connect()
+# Real failures without a daemon: a socket path with nothing at it, a TCP port nothing listens on.
+
+
+def test_connect_names_docker_host_when_given_nothing(tmp_path, monkeypatch):
+    from ddpctl.dockerengine import connect
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nowhere.sock")
+    for name in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(EngineError) as exc:
+        connect(timeout=5)
+    assert exc.value.message == (f"cannot reach the Docker Engine at unix://{tmp_path}/nowhere.sock (there is no "
+                                 "socket at that path); start dockerd (scripts/ci-setup.sh does) or point "
+                                 "DOCKER_HOST at a running one")
+    assert exc.value.exit_code == 1
+    monkeypatch.setenv("DOCKER_CERT_PATH", str(tmp_path))  # missing TLS files: named before anything connects
+    with pytest.raises(EngineError, match=f"DOCKER_CERT_PATH={tmp_path} has no ca.pem, cert.pem, key.pem"):
+        connect(timeout=5)
+
+
+def test_connect_names_the_host_as_given(tmp_path, monkeypatch):
+    import socket
+
+    from ddpctl.dockerengine import connect, resolve
+    from ddpctl.errors import UsageError
+
+    with pytest.raises(EngineError) as exc:
+        connect(f"unix://{tmp_path}/nowhere.sock", timeout=5)
+    assert exc.value.message == (f"cannot reach Docker host unix://{tmp_path}/nowhere.sock (there is no socket at "
+                                 "that path); check that dockerd runs there and the socket path is right")
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.delenv("DOCKER_TLS_VERIFY", raising=False)
+    monkeypatch.delenv("DOCKER_CERT_PATH", raising=False)
+    with pytest.raises(EngineError) as exc:
+        connect(resolve(f"tcp://127.0.0.1:{port}"), timeout=5)
+    assert exc.value.problem == f"cannot reach Docker host tcp://127.0.0.1:{port} (nothing listens on " \
+                                f"127.0.0.1:{port}: connection refused)"
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))  # an empty context store
+    with pytest.raises(UsageError, match="no docker context named 'nosuchcontext'"):  # before anything connects
+        connect("nosuchcontext")
+
+
+def test_connect_raw_gives_docker_pys_own_error(tmp_path, monkeypatch):
+    import docker
+
+    from ddpctl.dockerengine import connect
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nowhere.sock")
+    with pytest.raises(docker.errors.DockerException, match="Error while fetching server API version"):
+        connect(timeout=5, raw=True)
+
+
+def test_the_engines_connect_through_the_one_entry(monkeypatch):
+    import ddpctl.dockerengine
+    from ddpctl.dockerengine.engine import DockerEngine
+    from ddpctl.dockerengine.hostsengine import connect_hosts
+
+    asked = []
+    monkeypatch.setattr(ddpctl.dockerengine, "connect", lambda host=None: asked.append(host) or object())
+    monkeypatch.setenv("DOCKER_HOST", "unix:///x.sock")
+    assert DockerEngine().name == "unix:///x.sock" and DockerEngine().client is not None
+    hosts = connect_hosts(["tcp://10.0.0.5:2376", "unix:///y.sock"])
+    assert [h.name for h in hosts.hosts] == ["tcp://10.0.0.5:2376", "unix:///y.sock"] and asked == [None]
+    assert [h.address for h in hosts.hosts] == ["10.0.0.5", None]
+    hosts.hosts[1].engine.client  # noqa: B018 - connects on first use
+    assert [getattr(h, "given", h) for h in asked] == [None, "unix:///y.sock"]
