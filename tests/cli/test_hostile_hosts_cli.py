@@ -8,7 +8,6 @@ Refusals: exit 2, one line, nothing on stdout, no engine contacted, no ssh run.
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -20,14 +19,12 @@ from ddpctl.cli.main import main
 
 @pytest.fixture(autouse=True)
 def no_engine(monkeypatch):
-    import ddpctl.dockerclient as dc
-    import ddpctl.local.dockerhosts as dh
+    import ddpctl.dockerengine
 
     def tripwire(*a, **k):
         raise AssertionError("a Docker Engine was contacted")
 
-    monkeypatch.setattr(dc, "docker_client", tripwire)
-    monkeypatch.setattr(dh, "connect", tripwire)
+    monkeypatch.setattr(ddpctl.dockerengine, "connect", tripwire)
     monkeypatch.setattr(subprocess, "run", tripwire)  # no ssh -G, no ssh
 
 
@@ -75,7 +72,7 @@ def test_a_bad_docker_host_is_refused_from_the_flag_the_file_and_the_environment
 
 def test_host_lists_split_the_same_way_everywhere():
     from ddpctl import rules
-    from ddpctl.local.dockerhosts import split_hosts
+    from ddpctl.dockerengine import split_hosts
     from ddpctl.spec import load_spec
 
     text = "tcp://a:2376, tcp://b:2376\ttcp://c:2376,,"
@@ -85,10 +82,10 @@ def test_host_lists_split_the_same_way_everywhere():
 
 
 def test_hints_quote_every_value_for_the_shell():
+    from ddpctl.dockerengine.hostsengine import NamedEngine
     from ddpctl.images.push import push_failure
     from ddpctl.local.executor.attach import failure_message
     from ddpctl.local.executor.hosts import docker_cli
-    from ddpctl.local.hostsengine import NamedEngine
 
     evil = "x; touch pwned"
     hint = failure_message(evil, 1, 3, None).fix
@@ -96,7 +93,3 @@ def test_hints_quote_every_value_for_the_shell():
     assert docker_cli(NamedEngine(evil, None)) == f"docker --context {shlex.quote(evil)}"
     fix = push_failure("reg.example:5000/a/b:1", "unauthorized: authentication required").fix
     assert "'docker login reg.example:5000'" in fix
-    from ddpctl.dockerconnect import ssh_check
-
-    os.environ["PATH"] = os.environ["PATH"]  # ssh_check runs ssh: covered by tests/unit/test_dockerconnect.py
-    assert callable(ssh_check)

@@ -2,8 +2,8 @@
 and a job file's ``workspace:`` section asking for a build and a push by itself.
 
 Every refusal: exit code 2, one ``error:`` line naming the entries, nothing on stdout, nothing written, and no
-engine contacted (``docker_client`` is replaced by a tripwire: nothing built, pushed or run). The accepted
-cases use ``--dry-run`` (pure: no engine either).
+engine contacted (``ddpctl.dockerengine.connect`` is replaced by a tripwire: nothing built, pushed or run). The
+accepted cases use ``--dry-run`` (pure: no engine either).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ REPO = "127.0.0.1:5000/team/proj"
 @pytest.fixture(autouse=True)
 def no_engine(monkeypatch):
     """Any engine contact fails the test: the refusals must come before a build, a push or a container."""
-    import ddpctl.dockerclient as dc
+    import ddpctl.dockerengine
 
     def tripwire(*a, **k):
         raise AssertionError("the Docker Engine was contacted")
 
-    monkeypatch.setattr(dc, "docker_client", tripwire)
+    monkeypatch.setattr(ddpctl.dockerengine, "connect", tripwire)
 
 
 def cli(capsys, *args: str, cwd: Path | None = None) -> tuple[int, str, str]:

@@ -192,19 +192,17 @@ def test_a_job_file_never_builds_connects_unchecked_or_prints_a_password(doc, co
 
     contacted = []
 
-    def no_build(*a, **k):  # any engine use for a build or push: a failure of the property
-        raise AssertionError("the job file alone reached the Docker Engine")
-
-    def unreachable(host, *a, **k):
-        contacted.append(host)
+    def connect(host=None, *a, **k):
+        if host is None:  # DOCKER_HOST's engine: a build, a push or a local run, a failure of the property
+            raise AssertionError("the job file alone reached the Docker Engine")
+        contacted.append(host)  # a named Docker host: only after its name passed the --hosts rule
         raise EngineError(f"cannot reach Docker host {host.given}", "start it")
 
-    import ddpctl.dockerclient as dc
-    import ddpctl.local.dockerhosts as dh
+    import ddpctl.dockerengine
 
     base = Path(tempfile.mkdtemp(prefix="ddpctl-jobprop-"))
-    saved = (dc.docker_client, dh.connect, os.getcwd(), os.environ.get("DDPCTL_DOCKER_HOSTS"))
-    dc.docker_client, dh.connect = no_build, unreachable
+    saved = (ddpctl.dockerengine.connect, os.getcwd(), os.environ.get("DDPCTL_DOCKER_HOSTS"))
+    ddpctl.dockerengine.connect = connect
     os.environ["DDPCTL_DOCKER_HOSTS"] = ""
     out, err = io.StringIO(), io.StringIO()
     try:
@@ -215,12 +213,12 @@ def test_a_job_file_never_builds_connects_unchecked_or_prints_a_password(doc, co
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc:
             main([*command, "-f", str(job)])
     finally:
-        dc.docker_client, dh.connect = saved[0], saved[1]
-        os.chdir(saved[2])
-        if saved[3] is None:
+        ddpctl.dockerengine.connect = saved[0]
+        os.chdir(saved[1])
+        if saved[2] is None:
             os.environ.pop("DDPCTL_DOCKER_HOSTS", None)
         else:
-            os.environ["DDPCTL_DOCKER_HOSTS"] = saved[3]
+            os.environ["DDPCTL_DOCKER_HOSTS"] = saved[2]
         shutil.rmtree(base, ignore_errors=True)
     code, text = exc.value.code, out.getvalue() + err.getvalue()
     assert "Traceback" not in text and not Path("pwned").exists()

@@ -154,3 +154,64 @@ def private_imports(package: str) -> list[str]:
 def test_no_module_imports_another_modules_private_name():
     for package in ("ddpctl", "ddp_train"):
         assert private_imports(package) == []
+
+
+# The packages whose imports are held to a list (docs/architecture.md): each may import its own modules and the
+# lower layers named here, nothing above it.
+LAYERS = {
+    # every Docker connection: below the executor, the image commands, doctor, bench and the CLI that use it
+    "ddpctl.dockerengine": ("ddpctl.errors", "ddpctl.rules", "ddpctl.launch", "ddpctl.local.engine"),
+}
+DOCKER_CLIENT_MAKERS = {"DockerClient", "APIClient", "from_env"}  # docker-py's ways to make a client
+
+
+def inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def layer_violations(root: Path, package: str, layers: dict[str, tuple[str, ...]]) -> list[str]:
+    graph = import_graph(root, package)
+    bad = []
+    for layer, allowed in layers.items():
+        for m, targets in graph.items():
+            if inside(m, layer):
+                bad += [f"{m} imports {t}" for t in sorted(targets)
+                        if not inside(t, layer) and not any(inside(t, a) for a in allowed)]
+    return sorted(bad)
+
+
+def client_makers(root: Path, package: str, home: str) -> list[str]:
+    """Modules outside ``home`` that make a Docker client: docker-py's constructors, or home's own ``client``
+    module (whose client only ``home.connect`` may make)."""
+    bad = []
+    for m, (path, is_pkg) in modules(root, package).items():
+        if inside(m, home):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(tree)
+                 if isinstance(n, (ast.Attribute, ast.Name))}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        made = sorted(names & DOCKER_CLIENT_MAKERS)
+        if made or any(inside(n, f"{home}.client") for n in imports(path, m, is_pkg)):
+            bad.append(f"{m} ({', '.join(made) or f'{home}.client'})")
+    return bad
+
+
+def test_the_layer_table_holds():
+    assert layer_violations(SRC, "ddpctl", LAYERS) == []
+
+
+def test_only_the_dockerengine_package_makes_docker_clients():
+    assert client_makers(SRC, "ddpctl", "ddpctl.dockerengine") == []
+
+
+def test_the_layer_and_client_checks_see_violations(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "eng").mkdir(parents=True)
+    for f in ("__init__.py", "eng/__init__.py", "eng/client.py", "low.py"):
+        (pkg / f).write_text("")
+    (pkg / "high.py").write_text("import docker\n\ndef f():\n    return docker.from_env()\n")
+    (pkg / "eng" / "conn.py").write_text("from pkg import low\n\ndef g():\n    from pkg.high import f\n")
+    (pkg / "mid.py").write_text("from pkg.eng.client import new_client\n")
+    assert layer_violations(tmp_path, "pkg", {"pkg.eng": ("pkg.low",)}) == ["pkg.eng.conn imports pkg.high"]
+    assert client_makers(tmp_path, "pkg", "pkg.eng") == ["pkg.high (from_env)", "pkg.mid (pkg.eng.client)"]

@@ -44,7 +44,7 @@ class DockerRunner(Runner):
     @property
     def engine(self):
         if self._engine is None:
-            from ddpctl.local.docker_engine import DockerEngine
+            from ddpctl.dockerengine.engine import DockerEngine
 
             self._engine = DockerEngine()
         return self._engine

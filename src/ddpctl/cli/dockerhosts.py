@@ -22,7 +22,7 @@ DockerHostsOpt = Annotated[Optional[str], typer.Option(
 
 
 def given_hosts(flag: str | None) -> tuple[str, ...]:
-    from ddpctl.local.dockerhosts import split_hosts
+    from ddpctl.dockerengine import split_hosts
 
     return split_hosts(flag if flag is not None else os.environ.get(ENV))
 
@@ -31,10 +31,10 @@ def engine_for(flag: str | None):
     """The engine of ``ps`` / ``logs`` / ``down``: the named hosts as one, else DOCKER_HOST's engine."""
     hosts = given_hosts(flag)
     if hosts:
-        from ddpctl.local.hostsengine import connect_hosts
+        from ddpctl.dockerengine.hostsengine import connect_hosts
 
         return connect_hosts(hosts)
-    from ddpctl.local.docker_engine import DockerEngine
+    from ddpctl.dockerengine.engine import DockerEngine
 
     return DockerEngine()
 
@@ -53,11 +53,11 @@ def up_spec(kw: dict):
 def place(spec):
     """(spec, engine) for ``up``: with docker_hosts, a HostsEngine and the spec with ``hosts`` filled in from the
     hosts' URLs when the spec gives none (node 0's address is the master); else (spec, DockerEngine())."""
-    from ddpctl.local.docker_engine import DockerEngine
+    from ddpctl.dockerengine.engine import DockerEngine
 
     if not spec.docker_hosts:
         return spec, DockerEngine()
-    from ddpctl.local.hostsengine import connect_hosts
+    from ddpctl.dockerengine.hostsengine import connect_hosts
 
     engine = connect_hosts(spec.docker_hosts)
     if spec.nodes > 1 and not spec.hosts and not spec.master_addr:

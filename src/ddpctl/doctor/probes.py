@@ -24,9 +24,9 @@ def _run(argv: list[str], timeout: float = 20) -> tuple[int, str, str]:
 
 def _docker() -> dict:
     try:
-        from ddpctl.dockerconnect import env_client_kwargs, new_client
+        from ddpctl.dockerengine import connect
 
-        client = new_client(timeout=10, **env_client_kwargs())  # TLS and ssh:// as for every other command
+        client = connect(timeout=10, raw=True)  # TLS and ssh:// as for every other command; docker-py's own error
         return {"version": client.version(), "info": client.info()}
     except Exception as exc:  # noqa: BLE001  (any failure means: no usable engine)
         text = str(exc).strip().splitlines()
@@ -35,9 +35,9 @@ def _docker() -> dict:
 
 def _image_labels(ref: str) -> dict | None:
     try:
-        from ddpctl.dockerconnect import env_client_kwargs, new_client
+        from ddpctl.dockerengine import connect
 
-        return new_client(timeout=10, **env_client_kwargs()).images.get(ref).labels or {}
+        return connect(timeout=10, raw=True).images.get(ref).labels or {}
     except Exception:  # noqa: BLE001
         return None
 

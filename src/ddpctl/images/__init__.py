@@ -9,8 +9,8 @@ Three commands, each split into a pure planning step (:mod:`~ddpctl.images.plans
 - :mod:`~ddpctl.images.check` (``ddpctl image check``): run the image once, report torch / CUDA / cuDNN / NCCL
   and the GPUs it sees, and compare the host driver against the minimum the image's CUDA needs.
 
-The engine connection is :mod:`ddpctl.dockerclient` (shared with the local cluster's
-:class:`~ddpctl.local.docker_engine.DockerEngine`); the host's nvidia-smi is read by :mod:`ddpctl.host`. The
+The engine connection is :func:`ddpctl.dockerengine.connect` (shared with the local cluster's
+:class:`~ddpctl.dockerengine.engine.DockerEngine`); the host's nvidia-smi is read by :mod:`ddpctl.host`. The
 ``docker`` package is imported lazily, only in functions that talk to the engine.
 """
 

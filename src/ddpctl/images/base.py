@@ -12,8 +12,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ddpctl.dockerclient import docker_client, image_labels
-from ddpctl.dockerclient import image_id as _image_id
+from ddpctl import dockerengine
+from ddpctl.dockerengine.tools import image_id as _image_id
+from ddpctl.dockerengine.tools import image_labels
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.images.plans import LABEL_BASE_HASH, BasePlan
 from ddpctl.images.progress import BuildProgress
@@ -31,7 +32,7 @@ def build_base(plan: BasePlan, *, force: bool = False, progress: BuildProgress |
                          "run it as root, e.g. 'sudo ddpctl image base'")
     if shutil.which("debootstrap") is None:
         raise UsageError("debootstrap is not installed", "apt-get install debootstrap (scripts/ci-setup.sh does)")
-    client = docker_client()
+    client = dockerengine.connect()
     labels = image_labels(client, plan.tag)
     if labels is not None and labels.get(LABEL_BASE_HASH) == plan.input_hash and not force:
         progress.done(f"{plan.tag} is up to date ({plan.suite}, {', '.join(plan.packages)})")

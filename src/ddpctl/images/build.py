@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpctl import __version__
-from ddpctl.dockerclient import docker_client, image_labels, run_once
-from ddpctl.dockerclient import image_id as _image_id
+from ddpctl import __version__, dockerengine
+from ddpctl.dockerengine.tools import image_id as _image_id
+from ddpctl.dockerengine.tools import image_labels, run_once
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.images.plans import (
     DEFAULT_LOCAL_BASE,
@@ -134,7 +134,7 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: BuildPro
     t0 = time.monotonic()
     progress = progress or BuildProgress()
     root = root or find_source_root()
-    client = docker_client()
+    client = dockerengine.connect()
     if plan.local_base:
         from ddpctl.images.torchbase import build_torch_base
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ddpctl import host
-from ddpctl.dockerclient import docker_client, has_nvidia_runtime, image_labels, run_once
+from ddpctl import dockerengine, host
+from ddpctl.dockerengine.tools import has_nvidia_runtime, image_labels, run_once
 from ddpctl.errors import EngineError
 from ddpctl.images.plans import DriverVerdict, driver_supports
 
@@ -129,7 +129,7 @@ def libs_row(libs: dict) -> str:
 
 
 def check_image(image: str, *, nvidia_smi: str | None = None) -> CheckReport:
-    client = docker_client()
+    client = dockerengine.connect()
     labels = image_labels(client, image)
     if labels is None:
         raise EngineError(f"image {image} is not present on this Docker Engine",

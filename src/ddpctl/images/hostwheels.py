@@ -99,7 +99,7 @@ def _norm(name: str) -> str:
 def probe(client, image: str, *, index: bool = False) -> ImageFacts:
     """Run ``image`` once (no GPU request) and read its Python, platform, installed distributions and, with
     ``index``, whether pip inside it reaches a package index."""
-    from ddpctl.dockerclient import run_once
+    from ddpctl.dockerengine.tools import run_once
 
     argv = ["python3", "-c", PROBE_SCRIPT] + (["--index"] if index else [])
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpctl.dockerclient import image_id
+from ddpctl.dockerengine.tools import image_id
 from ddpctl.errors import EngineError
 from ddpctl.images.progress import BuildProgress
 

@@ -49,10 +49,10 @@ def push_image(ref: str, *, progress: BuildProgress | None = None, client=None) 
     if tag is None:
         raise UsageError(f"{ref!r} has no tag", "push REPOSITORY:TAG (the tag 'ddpctl image build' printed)")
     if client is None:
-        from ddpctl.dockerclient import docker_client
+        from ddpctl import dockerengine
 
-        client = docker_client()
-    from ddpctl.dockerclient import image_id
+        client = dockerengine.connect()
+    from ddpctl.dockerengine.tools import image_id
 
     if image_id(client, ref) is None:
         raise UsageError(f"image {ref} is not on this Docker Engine",

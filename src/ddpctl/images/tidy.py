@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ddpctl.dockerclient import image_id as _image_id
+from ddpctl.dockerengine.tools import image_id as _image_id
 
 
 class BuildTrace:

@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ddpctl import __version__
-from ddpctl.dockerclient import docker_client, image_labels
-from ddpctl.dockerclient import image_id as _image_id
+from ddpctl import __version__, dockerengine
+from ddpctl.dockerengine.tools import image_id as _image_id
+from ddpctl.dockerengine.tools import image_labels
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.images import hostwheels
 from ddpctl.images.plans import DEFAULT_LOCAL_BASE, LABEL_BASE_HASH, LABEL_CUDA, LABEL_TORCH
@@ -180,7 +180,7 @@ def build_torch_base(torch_version: str, cuda_version: str, *, progress, wheelho
                      index_url: str | None = None, ca_file: Path | None = None, force: bool = False) -> str:
     """Make (or find up to date) the local CUDA base; returns its tag."""
     tag = tag_for(torch_version, cuda_version)
-    client = docker_client()
+    client = dockerengine.connect()
     base_id = _image_id(client, DEFAULT_LOCAL_BASE)
     if base_id is None:
         raise EngineError(f"base image {DEFAULT_LOCAL_BASE} is not present on this Docker Engine",

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpctl import __version__
-from ddpctl.dockerclient import docker_client, image_labels
-from ddpctl.dockerclient import image_id as _image_id
+from ddpctl import __version__, dockerengine
+from ddpctl.dockerengine.tools import image_id as _image_id
+from ddpctl.dockerengine.tools import image_labels
 from ddpctl.errors import EngineError
 from ddpctl.images import workspace as ws
 from ddpctl.images.progress import BuildProgress
@@ -121,7 +121,7 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
     t0 = time.monotonic()
     pip = pip or ws.PipOptions()
     progress = progress or BuildProgress()
-    client = docker_client()
+    client = dockerengine.connect()
     base_id = _image_id(client, base)
     if base_id is None:
         raise EngineError(f"base image {base} is not present on this Docker Engine",

@@ -112,7 +112,7 @@ def build_deps(client, *, base: str, tag: str, requirements: Path, pip: ws.PipOp
                line, what: str, no_index: bool = False) -> str:
     """Install ``requirements`` on ``base`` as described above; the image is tagged ``tag``. Returns its id.
     ``line`` gets pip's output. A failure leaves no container and no image behind."""
-    from ddpctl.dockerclient import remove_quietly
+    from ddpctl.dockerengine.tools import remove_quietly
 
     repo, _, version = tag.rpartition(":")
     labels = {**labels, LABEL_MANAGED_BY: MANAGED_BY, **({LABEL_INDEX: reqfile.redact(pip.index_url)}

@@ -1,9 +1,10 @@
-"""The container engine seen by the executor: a small interface (here); its Docker SDK adapter is
-:mod:`ddpctl.local.docker_engine` (``DockerEngine``), which imports this module, never the other way round.
+"""The container engine seen by the executor: a small interface (here); its Docker SDK adapters are
+:class:`ddpctl.dockerengine.engine.DockerEngine` and :class:`ddpctl.dockerengine.hostsengine.HostsEngine`
+(several hosts), which import this module, never the other way round.
 
 The executor only calls these methods, so the rules about what is created and removed live in one
-place (the executor package) and the Docker specifics in another (here). The client and the image lookups
-come from :mod:`ddpctl.dockerclient`, shared with the image commands. ``docker`` is imported lazily.
+place (the executor package) and the Docker specifics in another (:mod:`ddpctl.dockerengine`, whose
+:func:`~ddpctl.dockerengine.connect` makes every client, also the image commands'). ``docker`` is imported lazily.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ The parts (callers use the names re-exported here):
                      that resumes a job (``up --resume``);
 - :mod:`.lines`      the text of node output (``rank-N |`` prefixes, the launcher's failure line);
 - :mod:`.hosts`      a job on several Docker hosts: preflight on each (the image pulled where missing), then
-                     the same create/start through a :class:`~ddpctl.local.hostsengine.HostsEngine`;
+                     the same create/start through a :class:`~ddpctl.dockerengine.hostsengine.HostsEngine`;
 - :mod:`.jobs`       ``ps`` / ``logs`` / ``down --all`` by label;
 - :mod:`.common`     labels and helpers the others share.
 """

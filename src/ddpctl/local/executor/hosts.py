@@ -4,7 +4,8 @@ Before anything is created, every host must answer, no host may hold a running j
 container with a node's name, every host must have the image (it is pulled on a host that lacks it; a failed
 pull is one error naming the host and how to load the image there) and, for GPU jobs, an NVIDIA runtime. Then
 :func:`~ddpctl.local.executor.create.create` and :func:`~ddpctl.local.executor.create.start` run against a
-:class:`~ddpctl.local.hostsengine.HostsEngine`, so a failure on any host removes what was created on all of them.
+:class:`~ddpctl.dockerengine.hostsengine.HostsEngine`, so a failure on any host removes what was created on all
+of them.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import os
 import shlex
 from typing import Mapping
 
+from ddpctl.dockerengine.hostsengine import HostsEngine, NamedEngine
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.local.engine import ContainerInfo
 from ddpctl.local.executor.common import Say, exc_reason, say_nothing
 from ddpctl.local.executor.create import Job, check_resume, create, remove_job, start
 from ddpctl.local.executor.preflight import clashes, secret_values
-from ddpctl.local.hostsengine import HostsEngine, NamedEngine
 from ddpctl.local.plan import LocalPlan
 
 

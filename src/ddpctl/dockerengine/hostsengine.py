@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator, Sequence
 
+from ddpctl.dockerengine.engine import DockerEngine
+from ddpctl.dockerengine.hosts import resolve_all
 from ddpctl.errors import EngineError
 from ddpctl.launch import LABEL_NODE_RANK
 from ddpctl.local.engine import ContainerInfo, Engine, NetworkInfo, VolumeInfo
@@ -175,9 +177,4 @@ def connect_hosts(given: Sequence[str]) -> HostsEngine:
     """A HostsEngine over the Docker hosts ``given`` (URLs or context names), each connected on first use.
 
     Bad URLs and unknown contexts are usage errors here, before anything connects."""
-    from ddpctl.local import dockerhosts
-    from ddpctl.local.docker_engine import DockerEngine
-
-    resolved = dockerhosts.resolve_all(given)
-    return HostsEngine([NamedEngine(h.given, DockerEngine(connect=lambda h=h: dockerhosts.connect(h), name=h.given), h.node_address())
-                        for h in resolved])
+    return HostsEngine([NamedEngine(h.given, DockerEngine(host=h), h.node_address()) for h in resolve_all(given)])

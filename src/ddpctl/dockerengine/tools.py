@@ -1,40 +1,13 @@
-"""The Docker Engine connection: the client factory and the small image/run helpers every Docker user shares.
-
-Two kinds of code talk to the engine: the local cluster (:class:`ddpctl.local.docker_engine.DockerEngine`, the
-adapter behind the executor's interface) and the image commands (:mod:`ddpctl.images`: builds, the base import, the check), which
-need docker-py's streaming build/import/pull calls that are no part of the executor's interface. Both get their
-client and these helpers from here, so there is one connection rule (ping, one-line error naming DOCKER_HOST),
-one image lookup and one nvidia-runtime test. ``docker`` is imported lazily, only when the engine is used.
+"""The small image and container helpers every Docker user shares, over a client from
+:func:`ddpctl.dockerengine.connect`: the local cluster (:class:`ddpctl.dockerengine.engine.DockerEngine`) and the
+image commands (:mod:`ddpctl.images`: builds, the base import, the check) use the same image lookup, nvidia-runtime
+test and run-once container. ``docker`` is imported lazily, only when the engine is used.
 """
 
 from __future__ import annotations
 
-import os
-
 from ddpctl.errors import EngineError
 from ddpctl.launch import LABEL_MANAGED_BY, MANAGED_BY
-
-
-def docker_client():
-    """A docker-py client that has answered a ping, or an EngineError naming DOCKER_HOST."""
-    try:
-        import docker  # noqa: F401
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise EngineError("the Docker SDK for Python is not installed", "pip install docker") from None
-    from ddpctl.dockerconnect import env_client_kwargs, explain, new_client, ssh_check
-
-    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    kw = env_client_kwargs()  # EngineError naming missing TLS files
-    try:
-        client = new_client(timeout=600, **kw)
-        client.ping()
-    except Exception as exc:  # DockerException, requests ConnectionError, FileNotFoundError ...
-        if where.startswith("ssh://"):
-            ssh_check(where)  # the connection's ssh is quiet: ask ssh once more, for its reason
-        reason, fix = explain(exc, kw)
-        raise EngineError(f"cannot reach the Docker Engine at {where} ({reason})",
-                          fix or "start dockerd (scripts/ci-setup.sh does) or point DOCKER_HOST at a running one") from None
-    return client
 
 
 def image_labels(client, ref: str) -> dict[str, str] | None:

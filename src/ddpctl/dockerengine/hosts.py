@@ -1,4 +1,5 @@
-"""Docker hosts named by the user (``ddpctl up --docker-hosts``): parse, connect, and each one's address.
+"""Docker hosts named by the user (``ddpctl up --docker-hosts``, :func:`ddpctl.dockerengine.connect`): parse,
+resolve, the client settings of each, and each one's address.
 
 A Docker host is a URL or the name of a docker context (``docker context ls``):
 
@@ -11,7 +12,7 @@ A Docker host is a URL or the name of a docker context (``docker context ls``):
 - a context name: its docker endpoint and, for tcp, its TLS material (``DOCKER_CONFIG`` locates the store).
 
 For tcp:// and ssh:// the host part is also the node's address (node 0's is the master address) unless the
-job lists ``hosts``. Nothing here connects until :func:`connect` is called.
+job lists ``hosts``. Nothing here connects: :func:`ddpctl.dockerengine.connect` does.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from typing import Sequence
 from urllib.parse import urlsplit
 
 from ddpctl import rules
-from ddpctl.errors import EngineError, UsageError
+from ddpctl.errors import UsageError
 
 SCHEMES = ("unix", "tcp", "ssh")
-ENV = "DDPCTL_DOCKER_HOSTS"  # the default for --docker-hosts (ps / logs / down find the job's hosts again)
+DEFAULT_HOST = "unix:///var/run/docker.sock"  # DOCKER_HOST's default, as docker-py and the docker CLI have it
 _CONTEXT_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.+-]*$")
 
 
@@ -54,7 +55,7 @@ class DockerHost:
         """The address the other nodes reach this host's node at: the URL's host, for ssh:// the ``HostName``
         ssh resolves it to (an alias in ~/.ssh/config is no name the other hosts know)."""
         if self.scheme == "ssh":
-            from ddpctl.dockerconnect import ssh_hostname
+            from ddpctl.dockerengine.ssh import ssh_hostname
 
             return ssh_hostname(self.url) or self.address
         return self.address
@@ -94,7 +95,7 @@ def resolve(given: str) -> DockerHost:
     if "://" in given or not _CONTEXT_NAME.match(given):
         return DockerHost(given, _check_url(given))
     if given == "default":
-        return DockerHost(given, _check_url(os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"))
+        return DockerHost(given, _check_url(os.environ.get("DOCKER_HOST") or DEFAULT_HOST))
     meta = _context_dir(given, "meta") / "meta.json"
     try:
         endpoint = json.loads(meta.read_text())["Endpoints"]["docker"]
@@ -133,31 +134,9 @@ def client_kwargs(host: DockerHost, environ=None) -> dict:
             kw["tls"] = TLSConfig(client_cert=(str(cert), str(key)) if cert.exists() else None,
                                   ca_cert=str(ca) if ca.exists() and not skip else None, verify=not skip)
     elif host.scheme == "tcp":
-        from ddpctl.dockerconnect import env_client_kwargs
+        from ddpctl.dockerengine.client import env_client_kwargs
 
         kw = env_client_kwargs({**environ, "DOCKER_HOST": host.url})
     else:
         kw = {"base_url": host.url}
-    return kw  # ssh://: ddpctl.dockerconnect.new_client connects through the system ssh
-
-
-def connect(host: DockerHost, timeout: int = 600):
-    """A docker-py client for ``host`` that has answered a ping, or one EngineError naming the host."""
-    from ddpctl.dockerconnect import explain, new_client, ssh_check
-
-    try:
-        kw = client_kwargs(host)
-    except EngineError as exc:  # missing TLS files
-        raise EngineError(f"cannot reach Docker host {host.given}: {exc.problem}", exc.fix) from None
-    try:
-        client = new_client(timeout=timeout, **kw)
-        client.ping()
-    except Exception as exc:  # DockerException, ConnectionError, FileNotFoundError, TLS errors ...
-        if host.scheme == "ssh":
-            ssh_check(host.url, host.given)  # the connection's ssh is quiet: ask ssh once more, for its reason
-        reason, fix = explain(exc, kw)
-        fix = fix or {"ssh": "check that 'ssh HOST docker version' works without a password prompt",
-                      "tcp": "check that dockerd listens there; for TLS set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH",
-                      "unix": "check that dockerd runs there and the socket path is right"}[host.scheme]
-        raise EngineError(f"cannot reach Docker host {host.given} ({reason})", fix) from None
-    return client
+    return kw  # ssh://: ddpctl.dockerengine.client.new_client connects through the system ssh

@@ -12,7 +12,7 @@ timeouts, streaming (logs, wait) and connection reuse behave as with a unix sock
 Each ssh runs in a session of its own: Ctrl-C at the terminal reaches ddpctl (which then stops and removes
 the job on every host through these connections), not the connections themselves; with no terminal to ask
 on, ssh cannot prompt (``ddpctl`` checks ``ssh HOST docker version`` with BatchMode first, see
-:func:`ddpctl.dockerconnect.ssh_check`). Its stderr is discarded: that check reports why a host fails.
+:func:`ddpctl.dockerengine.ssh.ssh_check`). Its stderr is discarded: that check reports why a host fails.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
-"""How ddpctl connects to a Docker daemon that is not a local socket: TLS as the docker CLI does it, ssh through
-this machine's ``ssh``, and one-line reasons when that fails. ``docker`` is imported only when used.
+"""The docker-py client ddpctl makes (only :func:`ddpctl.dockerengine.connect` calls it): TLS as the docker CLI
+does it, ``ssh://`` through this machine's ``ssh``, and one-line reasons when a connection fails. ``docker`` is
+imported only when used.
 
 - :func:`new_client`: a docker-py client that keeps the daemon's own TLS CA even when ``REQUESTS_CA_BUNDLE`` or
   ``CURL_CA_BUNDLE`` is set (docker-py lets requests replace it: docker/docker-py#2433, #2598).
 - :func:`env_client_kwargs`: DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH; missing TLS files are named;
   DOCKER_CERT_PATH alone verifies too (docker-py would connect unverified, warning on every request);
   ``ssh://`` (in :func:`new_client`) uses the system ``ssh`` (its config, agent, known_hosts), as the
-  docker CLI does, through :mod:`ddpctl.sshtransport`.
-- :func:`ssh_check`: ``ssh HOST docker version``, non-interactive, when the client's own ssh connection
-  (whose stderr is discarded) failed: a refused connection, a rejected key, an unknown host key or a
-  missing docker CLI on the host becomes one line naming the host, with ssh's own reason.
+  docker CLI does, through :mod:`ddpctl.dockerengine.sshtransport`.
 - :func:`explain`: (reason, fix) for a failed connection (TLS: wrong CA, a refused client certificate, a
   certificate that does not name the host, plain HTTP to a TLS port).
 """
@@ -18,8 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import subprocess
 from urllib.parse import urlsplit
 
 from ddpctl.errors import EngineError
@@ -30,7 +26,8 @@ _API_CLASS = None
 
 def new_client(**kw):
     """``docker.DockerClient(**kw)`` whose TLS settings win over the environment's CA bundle, and whose
-    ``ssh://`` connections are this machine's ``ssh`` (:mod:`ddpctl.sshtransport`; no paramiko needed).
+    ``ssh://`` connections are this machine's ``ssh`` (:mod:`ddpctl.dockerengine.sshtransport`; no paramiko
+    needed).
 
     docker-py gives requests its CA file as the session's ``verify``; requests then lets REQUESTS_CA_BUNDLE /
     CURL_CA_BUNDLE replace it on every request, so with either set (pip and company proxies set them) no
@@ -49,7 +46,7 @@ def new_client(**kw):
 
             def mount(self, prefix, adapter):
                 if getattr(self, "_ddpctl_ssh_argv", None) and isinstance(adapter, UnixHTTPAdapter):
-                    from ddpctl.sshtransport import SSHAdapter
+                    from ddpctl.dockerengine.sshtransport import SSHAdapter
 
                     adapter = SSHAdapter(self._ddpctl_ssh_argv, adapter.timeout, adapter.max_pool_size)
                     self._custom_adapter = adapter  # what APIClient.get_adapter returns
@@ -66,7 +63,8 @@ def new_client(**kw):
     kw.pop("use_ssh_client", None)
     base = str(kw.get("base_url") or "")
     if base.startswith("ssh://"):
-        from ddpctl.sshtransport import PLACEHOLDER
+        from ddpctl.dockerengine.ssh import ssh_argv
+        from ddpctl.dockerengine.sshtransport import PLACEHOLDER
 
         kw["base_url"] = PLACEHOLDER
         kw["ssh_argv"] = ssh_argv(base, "docker", "system", "dial-stdio", options=("-o", "BatchMode=yes"))
@@ -99,60 +97,6 @@ def env_client_kwargs(environ=None) -> dict:
     if environ.get("DOCKER_CERT_PATH") and "DOCKER_TLS_VERIFY" not in environ:
         environ["DOCKER_TLS_VERIFY"] = "1"
     return kwargs_from_env(environment=environ)
-
-
-# ------------------------------------------------------------------------------------------------- ssh
-
-
-def ssh_argv(url: str, *command: str, options: tuple[str, ...] = ()) -> list[str]:
-    """``ssh [-l USER] [-p PORT] -- HOST COMMAND`` for ``ssh://[USER@]HOST[:PORT]`` (what docker-py runs)."""
-    parts = urlsplit(url)
-    argv = ["ssh", *options]
-    if parts.username:
-        argv += ["-l", parts.username]
-    if parts.port:
-        argv += ["-p", str(parts.port)]
-    return [*argv, "--", parts.hostname or "", *command]
-
-
-def ssh_check(url: str, name: str | None = None, timeout: float = 30) -> None:
-    """``ssh HOST docker version`` without a prompt, or an EngineError (naming the host as ``name``, default
-    the URL) with ssh's (or the remote docker CLI's) last line."""
-    name = name or url
-    argv = ssh_argv(url, "docker", "version", "--format", "{{.Server.Version}}",
-                    options=("-o", "BatchMode=yes", "-o", "ConnectTimeout=10"))
-    parts = urlsplit(url)
-    shown = shlex.join(["ssh", *(["-p", str(parts.port)] if parts.port else []),
-                        f"{parts.username + '@' if parts.username else ''}{parts.hostname}", "docker", "version"])
-    fix = (f"make '{shown}' work from here without a prompt "
-           "(a key in ~/.ssh/authorized_keys there or an agent, the host key in known_hosts, the docker CLI "
-           "on the host's PATH and its user allowed to use dockerd)")
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise EngineError(f"cannot reach Docker host {name}: there is no 'ssh' client on this machine",
-                          "install OpenSSH's client (apt-get install openssh-client)") from None
-    except subprocess.TimeoutExpired:
-        raise EngineError(f"cannot reach Docker host {name}: ssh did not finish within {timeout:.0f} s", fix) from None
-    if out.returncode != 0 or not out.stdout.strip():
-        lines = [ln.strip() for ln in (out.stderr or out.stdout).splitlines() if ln.strip()]
-        reason = lines[-1].removeprefix("ssh: ")[:200] if lines else f"ssh exited with {out.returncode}"
-        raise EngineError(f"cannot reach Docker host {name} (ssh: {reason})", fix)
-
-
-def ssh_hostname(url: str) -> str | None:
-    """The address ``ssh`` connects to for ``url`` (``HostName`` of ~/.ssh/config via ``ssh -G``; nothing is
-    contacted), or None when ssh cannot say."""
-    try:
-        out = subprocess.run(ssh_argv(url, options=("-G",)), capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for line in out.stdout.splitlines() if out.returncode == 0 else ():
-        key, _, value = line.partition(" ")
-        if key == "hostname" and value.strip():
-            return value.strip()
-    return None
 
 
 # ----------------------------------------------------------------------------------------- why it failed

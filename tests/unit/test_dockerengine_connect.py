@@ -1,4 +1,5 @@
-"""ddpctl.dockerconnect / ddpctl.sshtransport without a daemon: client settings, ssh commands, error texts.
+"""ddpctl.dockerengine without a daemon: client settings (ddpctl.dockerengine.client), ssh commands and the ssh
+transport (.ssh, .sshtransport), error texts.
 
 The real connections (TLS daemons, sshd, a 2-host job over each) are in tests/integration/test_two_hosts.py."""
 
@@ -10,7 +11,8 @@ import ssl
 
 import pytest
 
-from ddpctl import dockerconnect as dc
+from ddpctl.dockerengine import client as dc
+from ddpctl.dockerengine import ssh
 from ddpctl.errors import EngineError
 
 
@@ -52,7 +54,7 @@ def test_cert_path_alone_verifies_too(tmp_path):
 
 
 def test_ssh_urls_use_the_system_ssh_without_paramiko():
-    from ddpctl.sshtransport import SSHAdapter
+    from ddpctl.dockerengine.sshtransport import SSHAdapter
 
     client = dc.new_client(base_url="ssh://me@gpu1:2222", version="1.41", timeout=7)
     adapter = client.api.get_adapter("http+docker://localhost/v1.41/_ping")
@@ -61,7 +63,7 @@ def test_ssh_urls_use_the_system_ssh_without_paramiko():
                             "system", "dial-stdio"]
     # one connection pool for the host, whatever the path (docker-py's unix adapter keeps one per URL)
     assert adapter.get_connection("http+docker://localhost/a") is adapter.get_connection("http+docker://localhost/b")
-    assert dc.ssh_argv("ssh://gpu2") == ["ssh", "--", "gpu2"]
+    assert ssh.ssh_argv("ssh://gpu2") == ["ssh", "--", "gpu2"]
 
 
 def test_the_ssh_transport_speaks_http_through_the_command(tmp_path):
@@ -102,10 +104,10 @@ def test_ssh_hostname_follows_the_ssh_config(tmp_path, monkeypatch):
     wrapper.write_text(f'#!/bin/sh\nexec {real} -F "{cfg}" "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
-    assert dc.ssh_hostname("ssh://me@gpu1") == "10.9.8.7"
-    assert dc.ssh_hostname("ssh://10.1.1.1:22") == "10.1.1.1"
+    assert ssh.ssh_hostname("ssh://me@gpu1") == "10.9.8.7"
+    assert ssh.ssh_hostname("ssh://10.1.1.1:22") == "10.1.1.1"
 
-    from ddpctl.local import dockerhosts as dh
+    from ddpctl.dockerengine import hosts as dh
 
     assert dh.resolve("ssh://me@gpu1").node_address() == "10.9.8.7"
     assert dh.resolve("tcp://gpu1:2376").node_address() == "gpu1"
@@ -117,13 +119,13 @@ def test_ssh_check_reports_ssh_in_one_line(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     with pytest.raises(EngineError) as info:
-        dc.ssh_check("ssh://me@gpu1", "gpu1ctx")
+        ssh.ssh_check("ssh://me@gpu1", "gpu1ctx")
     msg = info.value.message
     assert msg.startswith("cannot reach Docker host gpu1ctx (ssh: connect to host gpu1 port 22: Connection refused)")
     assert "make 'ssh me@gpu1 docker version' work from here without a prompt" in msg
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(EngineError, match="there is no 'ssh' client on this machine"):
-        dc.ssh_check("ssh://gpu1")
+        ssh.ssh_check("ssh://gpu1")
 
 
 @pytest.mark.parametrize("error, reason, fix", [
@@ -147,3 +149,74 @@ def test_connection_errors_are_explained(error, reason, fix):
     got_reason, got_fix = dc.explain(Exception(error), {"base_url": "tcp://10.0.0.5:2376", "tls": tls})
     assert got_reason == reason
     assert (got_fix is None) if fix is None else (fix in got_fix)
+
+
+# ------------------------------------------------------------------------------ the one entry: connect()
+# Real failures without a daemon: a socket path with nothing at it, a TCP port nothing listens on.
+
+
+def test_connect_names_docker_host_when_given_nothing(tmp_path, monkeypatch):
+    from ddpctl.dockerengine import connect
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nowhere.sock")
+    for name in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(EngineError) as exc:
+        connect(timeout=5)
+    assert exc.value.message == (f"cannot reach the Docker Engine at unix://{tmp_path}/nowhere.sock (there is no "
+                                 "socket at that path); start dockerd (scripts/ci-setup.sh does) or point "
+                                 "DOCKER_HOST at a running one")
+    assert exc.value.exit_code == 1
+    monkeypatch.setenv("DOCKER_CERT_PATH", str(tmp_path))  # missing TLS files: named before anything connects
+    with pytest.raises(EngineError, match=f"DOCKER_CERT_PATH={tmp_path} has no ca.pem, cert.pem, key.pem"):
+        connect(timeout=5)
+
+
+def test_connect_names_the_host_as_given(tmp_path, monkeypatch):
+    import socket
+
+    from ddpctl.dockerengine import connect, resolve
+    from ddpctl.errors import UsageError
+
+    with pytest.raises(EngineError) as exc:
+        connect(f"unix://{tmp_path}/nowhere.sock", timeout=5)
+    assert exc.value.message == (f"cannot reach Docker host unix://{tmp_path}/nowhere.sock (there is no socket at "
+                                 "that path); check that dockerd runs there and the socket path is right")
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.delenv("DOCKER_TLS_VERIFY", raising=False)
+    monkeypatch.delenv("DOCKER_CERT_PATH", raising=False)
+    with pytest.raises(EngineError) as exc:
+        connect(resolve(f"tcp://127.0.0.1:{port}"), timeout=5)
+    assert exc.value.problem == f"cannot reach Docker host tcp://127.0.0.1:{port} (nothing listens on " \
+                                f"127.0.0.1:{port}: connection refused)"
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))  # an empty context store
+    with pytest.raises(UsageError, match="no docker context named 'nosuchcontext'"):  # before anything connects
+        connect("nosuchcontext")
+
+
+def test_connect_raw_gives_docker_pys_own_error(tmp_path, monkeypatch):
+    import docker
+
+    from ddpctl.dockerengine import connect
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nowhere.sock")
+    with pytest.raises(docker.errors.DockerException, match="Error while fetching server API version"):
+        connect(timeout=5, raw=True)
+
+
+def test_the_engines_connect_through_the_one_entry(monkeypatch):
+    import ddpctl.dockerengine
+    from ddpctl.dockerengine.engine import DockerEngine
+    from ddpctl.dockerengine.hostsengine import connect_hosts
+
+    asked = []
+    monkeypatch.setattr(ddpctl.dockerengine, "connect", lambda host=None: asked.append(host) or object())
+    monkeypatch.setenv("DOCKER_HOST", "unix:///x.sock")
+    assert DockerEngine().name == "unix:///x.sock" and DockerEngine().client is not None
+    hosts = connect_hosts(["tcp://10.0.0.5:2376", "unix:///y.sock"])
+    assert [h.name for h in hosts.hosts] == ["tcp://10.0.0.5:2376", "unix:///y.sock"] and asked == [None]
+    assert [h.address for h in hosts.hosts] == ["10.0.0.5", None]
+    hosts.hosts[1].engine.client  # noqa: B018 - connects on first use
+    assert [getattr(h, "given", h) for h in asked] == [None, "unix:///y.sock"]

@@ -6,6 +6,7 @@ import datetime as _dt
 import os
 from typing import Any, Iterator
 
+from ddpctl.dockerengine.hosts import DEFAULT_HOST, DockerHost
 from ddpctl.errors import EngineError
 from ddpctl.local.engine import ContainerInfo, Engine, NetworkInfo, VolumeInfo
 
@@ -36,20 +37,18 @@ def _named(items: list[dict], name: str | None) -> list[dict]:
 class DockerEngine(Engine):
     """Adapter over docker-py (the low-level ``APIClient`` where it streams)."""
 
-    def __init__(self, client=None, connect=None, name: str | None = None) -> None:
+    def __init__(self, client=None, host: DockerHost | None = None) -> None:
         self._client = client
-        self._connect = connect  # () -> client; default: DOCKER_HOST's engine (ddpctl.dockerclient)
-        self.name = name or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        self.host = host  # None: DOCKER_HOST's engine
+        self.name = host.given if host is not None else os.environ.get("DOCKER_HOST") or DEFAULT_HOST
 
     @property
     def client(self):
+        """The client, connected on first use (:func:`ddpctl.dockerengine.connect`)."""
         if self._client is None:
-            if self._connect is None:
-                from ddpctl.dockerclient import docker_client
+            import ddpctl.dockerengine
 
-                self._client = docker_client()
-            else:
-                self._client = self._connect()
+            self._client = ddpctl.dockerengine.connect(self.host)
         return self._client
 
     @property
@@ -78,7 +77,7 @@ class DockerEngine(Engine):
         return self.api.events(filters={"label": label}, decode=True)
 
     def image_exists(self, ref: str) -> bool:
-        from ddpctl.dockerclient import image_id
+        from ddpctl.dockerengine.tools import image_id
 
         return image_id(self.client, ref) is not None
 
@@ -88,7 +87,7 @@ class DockerEngine(Engine):
         nvidia-container-runtime-hook is on its PATH: nvidia-container-toolkit without 'nvidia-ctk runtime
         configure'), and only the daemon knows: a throwaway container of ``image`` with a one-GPU request is
         started and removed. An absent image answers True here: the image check reports it instead."""
-        from ddpctl.dockerclient import has_nvidia_runtime, remove_quietly
+        from ddpctl.dockerengine.tools import has_nvidia_runtime, remove_quietly
 
         if has_nvidia_runtime(self.client):
             return True
