@@ -1,10 +1,10 @@
-"""ddp-train throughput: the GPU fast path vs the classic DataLoader pipeline, and DDP scaling.
+"""ddp-train throughput: the device pipeline (data on the GPU) vs the dataloader pipeline, and DDP scaling.
 
 Every configuration is a real `ddp-train` run (a subprocess; torchrun for several GPUs) with a fixed
 number of warm-up steps (excluded) and timed steps; the figures come from each run's summary line.
 
     python benchmarks/train_throughput.py --out results.json            # on a machine with 1-2 GPUs
-    python benchmarks/train_throughput.py --only r18-fast-1 --scale 0.2  # a quick subset
+    python benchmarks/train_throughput.py --only r18-device-1 --scale 0.2  # a quick subset
     python benchmarks/train_throughput.py --progress-overhead --only r18-graph-1,r18-graph-2 --repeats 3 \
         --out progress_overhead.json   # progress records on vs off (target: within 1 %)
 
@@ -12,7 +12,7 @@ number of warm-up steps (excluded) and timed steps; the figures come from each r
 (default 10), and the same with --progress-records off, alternating which goes first, --repeats times; it prints
 the median samples/s of each and their ratio.
 
-Targets: fast path >= 4x the dataloader mode on 1 GPU (ResNet-18 CIFAR, batch 256/GPU);
+Targets: the device pipeline >= 4x the dataloader pipeline on 1 GPU (ResNet-18 CIFAR, batch 256/GPU);
 scaling >= 0.95 on 2 GPUs; ResNet-50 synthetic 224 bf16 >= 2,800 img/s per GPU and >= 0.97 scaling.
 """
 
@@ -30,16 +30,16 @@ R18 = ["--workload", "cifar10", "--model", "resnet18", "--batch-size", "256", "-
        "--quiet"]
 R50 = ["--workload", "imagenet-synthetic", "--model", "resnet50", "--batch-size", "256", "--no-eval",
        "--sync-check", "off", "--quiet", "--test-size", "256"]
-CLASSIC = ["--data-pipeline", "dataloader", "--workers", "4", "--precision", "fp32", "--no-channels-last"]
+DATALOADER = ["--data-pipeline", "dataloader", "--workers", "4", "--precision", "fp32", "--no-channels-last"]
 
 # name: (gpus, args, warmup steps, timed steps)
 CONFIGS = {
-    "r18-fast-1": (1, R18, 40, 300),
-    "r18-dataloader-1": (1, R18 + CLASSIC, 20, 120),
+    "r18-device-1": (1, R18, 40, 300),
+    "r18-dataloader-1": (1, R18 + DATALOADER, 20, 120),
     "r18-dataloader-bf16-1": (1, R18 + ["--data-pipeline", "dataloader", "--workers", "4"], 20, 120),
-    "r18-fast-2": (2, R18, 40, 300),
-    "r50-fast-1": (1, R50, 15, 60),
-    "r50-fast-2": (2, R50, 15, 60),
+    "r18-device-2": (2, R18, 40, 300),
+    "r50-device-1": (1, R50, 15, 60),
+    "r50-device-2": (2, R50, 15, 60),
     "r18-compile-1": (1, R18 + ["--compile"], 60, 300),
     "r18-compile-2": (2, R18 + ["--compile"], 60, 300),
     "r18-cg-1": (1, R18 + ["--compile", "--compile-mode", "reduce-overhead"], 60, 300),
@@ -53,11 +53,11 @@ CONFIGS = {
 # the whole-step CUDA graph (--step-mode graph), with and without torch.compile, against eager and the
 # classic (seed-style) pipeline: torchvision ResNet-18, PIL per-sample transforms in 4 workers, fp32, eager
 GRAPH = ["--step-mode", "graph"]
-SEED = ["--workload", "cifar10", "--model", "torchvision-resnet18", "--batch-size", "256", "--no-eval",
-        "--sync-check", "off", "--quiet", *CLASSIC, "--no-cudnn-benchmark", "--step-mode", "eager",
+CLASSIC = ["--workload", "cifar10", "--model", "torchvision-resnet18", "--batch-size", "256", "--no-eval",
+        "--sync-check", "off", "--quiet", *DATALOADER, "--no-cudnn-benchmark", "--step-mode", "eager",
         "--data-pipeline", "classic"]
 # the classic cell before the seeds' torchvision-style dataset (ddp-train's seeded per-sample pipeline instead)
-SEED_OLD = SEED[:-2]
+CLASSIC_OLD = CLASSIC[:-2]
 BF16 = ["--grad-compression", "bf16"]
 SKIP = ["--debug-skip-grad-sync"]  # diagnosis: no collective at all (the ranks drift apart)
 for _n in (1, 2, 4, 8):
@@ -67,8 +67,8 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r18-graphc-{_n}"] = (_n, R18 + GRAPH + ["--compile"], 40, 400)
     CONFIGS[f"r50-graph-{_n}"] = (_n, R50 + GRAPH, 20, 60)
     CONFIGS[f"r50-eager-{_n}"] = (_n, R50 + ["--step-mode", "eager"], 15, 60)
-    CONFIGS[f"classic-{_n}"] = (_n, SEED, 20, 120)
-    CONFIGS[f"classicold-{_n}"] = (_n, SEED_OLD, 20, 120)
+    CONFIGS[f"classic-{_n}"] = (_n, CLASSIC, 20, 120)
+    CONFIGS[f"classicold-{_n}"] = (_n, CLASSIC_OLD, 20, 120)
     CONFIGS[f"r18-graphbf-{_n}"] = (_n, R18 + GRAPH + BF16, 40, 400)
     CONFIGS[f"r18-graphskip-{_n}"] = (_n, R18 + GRAPH + SKIP, 40, 400)
     CONFIGS[f"r18-graphcbf-{_n}"] = (_n, R18 + GRAPH + ["--compile"] + BF16, 40, 400)
@@ -94,7 +94,7 @@ for _n in (1, 2, 4, 8):
     CONFIGS[f"r18-graphcblk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--compile-scope", "blocks"], 40, 400)
     CONFIGS[f"r18-graphcbk8blk-{_n}"] = (_n, R18 + GRAPH + ["--compile", "--compile-scope", "blocks",
                                                           "--graph-reducer", "bucketed", "--bucket-mb", "8"], 40, 400)
-DEFAULT = ["r18-fast-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-fast-2", "r50-fast-1", "r50-fast-2"]
+DEFAULT = ["r18-device-1", "r18-dataloader-1", "r18-dataloader-bf16-1", "r18-device-2", "r50-device-1", "r50-device-2"]
 
 
 def command(gpus, args, warmup, timed, log_interval=1000000):
@@ -172,11 +172,11 @@ def derive(results):
     def ratio(a, b, div=1):
         return round(by[a] / (div * by[b]), 3) if by.get(a) and by.get(b) else None
 
-    out["fast_vs_dataloader_1gpu"] = ratio("r18-fast-1", "r18-dataloader-1")
-    out["fast_vs_dataloader_bf16_1gpu"] = ratio("r18-fast-1", "r18-dataloader-bf16-1")
-    out["r18_scaling_2gpu"] = ratio("r18-fast-2", "r18-fast-1", 2)
+    out["device_vs_dataloader_1gpu"] = ratio("r18-device-1", "r18-dataloader-1")
+    out["device_vs_dataloader_bf16_1gpu"] = ratio("r18-device-1", "r18-dataloader-bf16-1")
+    out["r18_scaling_2gpu"] = ratio("r18-device-2", "r18-device-1", 2)
     out["r18_compile_scaling_2gpu"] = ratio("r18-compile-2", "r18-compile-1", 2)
-    out["r50_scaling_2gpu"] = ratio("r50-fast-2", "r50-fast-1", 2)
+    out["r50_scaling_2gpu"] = ratio("r50-device-2", "r50-device-1", 2)
     # scaling against the fastest 1-GPU configuration measured in the same call (never a slowed one)
     ones = [n for n in by if n.startswith("r18-graph") and n.endswith("-1") and by[n]]
     best1 = max(ones, key=lambda n: by[n]) if ones else None
@@ -184,8 +184,8 @@ def derive(results):
         if n.startswith("r18-graphc") and not n.endswith("-1") and best1:
             k = int(n.rsplit("-", 1)[1])
             out[f"{n}_vs_best_1gpu"] = {"best_1gpu": best1, "scaling": ratio(n, best1, k)}
-    out["r50_img_s_per_gpu_1"] = by.get("r50-fast-1")
-    out["r50_img_s_per_gpu_2"] = round(by["r50-fast-2"] / 2, 1) if by.get("r50-fast-2") else None
+    out["r50_img_s_per_gpu_1"] = by.get("r50-device-1")
+    out["r50_img_s_per_gpu_2"] = round(by["r50-device-2"] / 2, 1) if by.get("r50-device-2") else None
     return out
 
 
