@@ -108,6 +108,15 @@ def test_ddp_train_args_gpu_cell():
         "--compile"]
 
 
+def test_the_deprecated_gpu_spelling_is_the_device_pipeline():
+    assert BenchOptions(pipelines=("gpu", "dataloader")).pipelines == ("device", "dataloader")
+    assert BenchOptions(pipelines=("device", "gpu")).pipelines == ("device",)  # one cell, not two
+    p = plan(BenchOptions(workloads=("toy",), pipelines=("gpu",), strategies=("single",)), 0)
+    assert [c.key for c in p.cells] == ["toy/device/single/1"]
+    args = ddp_train_args(p.cells[0], "cpu")
+    assert args[args.index("--data-pipeline") + 1] == "device"
+
+
 def test_ddp_train_args_cpu_toy():
     c = plan(BenchOptions(), 0).cells[0]
     args = ddp_train_args(c, "cpu")
