@@ -203,6 +203,11 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="--progress-overhead: runs of each mode")
     ap.add_argument("--log-interval", type=int, default=10, help="--progress-overhead: steps between records")
     a = ap.parse_args()
+    for name in (n.strip() for n in a.only.split(",")):
+        if name not in CONFIGS:  # *-fast-N: the device pipeline's configurations before they took its name
+            renamed = name.replace("-fast-", "-device-")
+            ap.error(f"unknown configuration {name!r}" + (f": it is {renamed!r} now" if renamed in CONFIGS else
+                                                         " (see --help for the list)"))
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     if a.progress_overhead:
         progress_overhead(a)
