@@ -89,7 +89,8 @@ class BenchOptions:
 
     def __post_init__(self) -> None:
         if self.pipelines:  # a deprecated spelling means the pipeline it was the name of
-            object.__setattr__(self, "pipelines", tuple(dict.fromkeys(PIPELINE_ALIASES.get(p, p) for p in self.pipelines)))
+            names = dict.fromkeys(PIPELINE_ALIASES.get(p, p) for p in self.pipelines)  # device,gpu: one pipeline
+            object.__setattr__(self, "pipelines", tuple(names))
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ bench_app = typer.Typer(
     name="bench",
     help=(
         "Run the standard multi-GPU test matrix (single GPU vs DataParallel vs DDP, device (data on the GPU) vs "
-        "DataLoader vs classic input, 1..N GPUs) with ddp-train, measure the all-reduce bandwidth, and write report.md, report.json "
-        "and PNG plots with scaling efficiency next to what the interconnect allows.\n\n"
+        "DataLoader vs classic input, 1..N GPUs) with ddp-train, measure the all-reduce bandwidth, and write "
+        "report.md, report.json and PNG plots with scaling efficiency next to what the interconnect allows.\n\n"
         "On a host without GPUs a small matrix runs on CPU processes (gloo), so the command always works.\n\n"
         "Examples:\n\n"
         "  ddpctl bench -o bench-out\n\n"
