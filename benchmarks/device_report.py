@@ -10,7 +10,7 @@ Stages (run in this order, each skipped with a line when the deadline leaves too
 
 - ``info``: nvidia-smi -L and topo -m, torch / NCCL versions (always);
 - ``tests``: pytest tests/distributed/test_ddp_train_gpu.py (``--tests-k`` selects), full output kept;
-- ``bench``: ddpctl bench, CIFAR ResNet-18, single/dp/ddp, 1, 2, N GPUs, gpu pipeline, ``--repeat``;
+- ``bench``: ddpctl bench, CIFAR ResNet-18, single/dp/ddp, 1, 2, N GPUs, device pipeline, ``--repeat``;
 - ``network``: ddpctl bench, ImageNet-synthetic ResNet-50, single/ddp at 1 and N GPUs, links local and socket
   (N/2 + N/2 over loopback sockets), ``--repeat``;
 - ``ablation``: ResNet-50 over the socket link at N ranks with what a user had before the defaults: NCCL's socket
@@ -124,17 +124,17 @@ def stage_long(a, out: Path, res: dict, dl: benchlib.Deadline) -> None:
 def table(res: dict, n: int) -> list[str]:
     rows = []
     b = res.get("bench", {}).get("cells", {})
-    one = b.get("cifar10-resnet18/gpu/single/1", {}).get("img_s")
+    one = b.get("cifar10-resnet18/device/single/1", {}).get("img_s")
     for g in sorted({2, n}):
-        c = b.get(f"cifar10-resnet18/gpu/ddp/{g}", {})
+        c = b.get(f"cifar10-resnet18/device/ddp/{g}", {})
         rows.append((f"R18 CIFAR ddp x{g} (bench)", c.get("img_s"), c.get("eff"), ">= 0.95"))
     for g in sorted({2, n}):
-        c = b.get(f"cifar10-resnet18/gpu/dp/{g}", {})
+        c = b.get(f"cifar10-resnet18/device/dp/{g}", {})
         rows.append((f"R18 CIFAR dp x{g} completes", c.get("img_s"), None, f"errors: {c.get('errors')}"))
     w = res.get("network", {}).get("cells", {})
-    r1 = w.get("imagenet-synthetic-resnet50/gpu/single/1", {}).get("img_s")
-    for key, label, target in ((f"imagenet-synthetic-resnet50/gpu/ddp/{n}", f"R50 ddp x{n} NVLink", ">= 0.985"),
-                               (f"imagenet-synthetic-resnet50/gpu/ddp/{n}/socket", f"R50 2x{n // 2} sockets", ">= 0.90")):
+    r1 = w.get("imagenet-synthetic-resnet50/device/single/1", {}).get("img_s")
+    for key, label, target in ((f"imagenet-synthetic-resnet50/device/ddp/{n}", f"R50 ddp x{n} NVLink", ">= 0.985"),
+                               (f"imagenet-synthetic-resnet50/device/ddp/{n}/socket", f"R50 2x{n // 2} sockets", ">= 0.90")):
         c = w.get(key, {})
         rows.append((label, c.get("img_s"), c.get("eff"), target))
     for name, v in res.get("ablation", {}).items():
@@ -197,12 +197,12 @@ def main() -> int:
             elif st == "bench" and dl.allows(90, "bench"):
                 res["bench"] = _bench("bench", a.out, dl, a.bench_reserve if a.bench_reserve is not None else
                                       need_after["bench"], workloads=("cifar10-resnet18",),
-                                      strategies=("single", "dp", "ddp"), gpus=counts, pipelines=("gpu",),
+                                      strategies=("single", "dp", "ddp"), gpus=counts, pipelines=("device",),
                                       repeat=a.repeat, cell_timeout_s=120.0, probe_max_bytes=256 << 20)
             elif st == "network" and dl.allows(90, "network bench"):
                 res["network"] = _bench("network", a.out, dl, need_after["network"],
                                         workloads=("imagenet-synthetic-resnet50",), strategies=("single", "ddp"),
-                                        gpus=(1, a.n), pipelines=("gpu",), links=("local", "socket"),
+                                        gpus=(1, a.n), pipelines=("device",), links=("local", "socket"),
                                         repeat=a.repeat, cell_timeout_s=150.0, probe_max_bytes=256 << 20)
             elif st == "ablation":
                 stage_ablation(a, a.out, res, dl)

@@ -13,7 +13,7 @@ from .data import Split
 from .position import epoch_steps, steps_per_epoch
 from .sharding import reshard_indices, shard_indices, step_seed
 
-try:  # PIL is what the classic torchvision pipeline decodes with; optional here
+try:  # PIL is what torchvision-style pipelines decode with; optional here
     from PIL import Image as PILImage
 except Exception:  # pragma: no cover - depends on the environment
     PILImage = None
@@ -94,7 +94,7 @@ class ShardBatchSampler(torch.utils.data.Sampler):
 class WorkerPipeline:
     """What the DataLoader-based pipelines share: ``self.sampler`` (a :class:`ShardBatchSampler`),
     ``self.loader`` over it, ``self.device`` and ``self.channels_last``, set by the subclass; batches are moved
-    to the device as the classic scripts do."""
+    to the device as the seed scripts do."""
 
     def __len__(self):
         return self.sampler.steps
@@ -113,7 +113,7 @@ class WorkerPipeline:
 
 
 class DataloaderPipeline(WorkerPipeline):
-    """DataLoader with workers and pinned memory; batches moved to the device as the classic scripts do."""
+    """DataLoader with workers and pinned memory; batches moved to the device as the seed scripts do."""
 
     def __init__(self, split: Split, *, batch, rank, world, seed, pad, flip, augment, mean, std,
                  channels_last, out_dtype, device, workers):

@@ -49,8 +49,8 @@ def test_report_json_matches_schema(report_dir):
     rep = json.loads((report_dir / "report.json").read_text())
     jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
     cells = {c["key"]: c for c in rep["cells"]}
-    assert set(cells) == {"toy/gpu/single/1", "toy/gpu/ddp/2"}
-    single, ddp = cells["toy/gpu/single/1"], cells["toy/gpu/ddp/2"]
+    assert set(cells) == {"toy/device/single/1", "toy/device/ddp/2"}
+    single, ddp = cells["toy/device/single/1"], cells["toy/device/ddp/2"]
     assert single["ok"] and ddp["ok"]
     assert ddp["sync_check"] == "pass" and ddp["global_batch"] == 32
     assert ddp["scaling_efficiency"] == pytest.approx(
@@ -76,7 +76,7 @@ def test_report_md_tables(report_dir):
     assert ("| workload | pipeline | strategy | procs | batch/GPU / global | img/s | batch time ms | epoch s | "
             "speedup | scaling eff. | x classic | GPU util % | GPU mem GiB | sync | mode | start-up s |") in md
     assert ddp["step_mode"] == "eager" and ddp["summary"]["step_mode_reason"] == "CUDA graphs need a GPU"
-    assert f"| toy | gpu | ddp | 2 | 16/32 | {ddp['images_per_sec']['median']:,.0f} |" in md
+    assert f"| toy | device | ddp | 2 | 16/32 | {ddp['images_per_sec']['median']:,.0f} |" in md
     assert f"**{ddp['diagnosis']['label']}**" in md
     assert "| 1 MiB |" in md
 
@@ -90,7 +90,7 @@ def test_compare_a_report_with_itself(report_dir):
     rep = report_dir / "report.json"
     res = ddpctl("bench", "compare", str(rep), str(rep))
     assert res.returncode == 0, res.stderr
-    assert "| toy/gpu/ddp/2 |" in res.stdout and "| 1.00x |" in res.stdout
+    assert "| toy/device/ddp/2 |" in res.stdout and "| 1.00x |" in res.stdout
     assert "| x2 at max size |" in res.stdout
 
 
@@ -101,8 +101,8 @@ def test_a_failing_cell_is_reported_and_exits_1(tmp_path):
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1].startswith("error: 1 benchmark run(s) failed")
     md = (out / "report.md").read_text()
-    assert "| toy | gpu | single | 1 | 32/32 | FAILED |" in md
-    assert "toy/gpu/single/1 repeat 0: exit 2" in md
+    assert "| toy | device | single | 1 | 32/32 | FAILED |" in md
+    assert "toy/device/single/1 repeat 0: exit 2" in md
     assert (out / "logs").is_dir()
 
 
@@ -132,7 +132,20 @@ def test_time_budget_skips_runs_exit_0_and_still_writes_the_report(tmp_path):
     assert [(r["error"], r["skipped"]) for c in rep["cells"] for r in c["runs"]] == [(not_run, True)] * 2
     assert rep["interconnect"] == [{"world_size": 2, "link": "local", "ok": False, "error": not_run}]
     md = (out / "report.md").read_text()
-    assert not_run in md and "| toy | gpu | single | 1 | 32/32 | skipped |" in md
+    assert not_run in md and "| toy | device | single | 1 | 32/32 | skipped |" in md
+
+
+def test_the_old_gpu_spelling_still_runs_the_device_pipeline_with_a_warning(tmp_path):
+    """--pipelines gpu (the device pipeline's name before ddp-train's was taken): deprecated for one release."""
+    out = tmp_path / "old"
+    res = ddpctl("bench", "--workloads", "toy", "--strategies", "single", "--gpus", "1", "--pipelines", "gpu",
+                 "--no-probe", "--no-plots", "--time-budget", "1", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    warnings = [line for line in res.stderr.splitlines() if "deprecated" in line]
+    assert warnings == ["warning: --pipelines gpu is deprecated and goes in the next release: use device (the same "
+                        "pipeline, named as ddp-train's --data-pipeline)"]
+    rep = json.loads((out / "report.json").read_text())
+    assert [c["key"] for c in rep["cells"]] == ["toy/device/single/1"] and rep["options"]["pipelines"] == ["device"]
 
 
 def test_a_run_the_budget_cuts_is_skipped_a_hung_one_failed(tmp_path):
@@ -161,13 +174,13 @@ def test_two_node_socket_emulation_beside_the_local_cells(tmp_path):
     rep = json.loads((out / "report.json").read_text())
     jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
     by_key = {c["key"]: c for c in rep["cells"]}
-    sock = by_key["toy/gpu/ddp/2/socket"]
+    sock = by_key["toy/device/ddp/2/socket"]
     assert sock["ok"] and sock["link"] == "socket" and sock["summary"]["world_size"] == 2
-    assert sock["baseline_key"] == "toy/gpu/single/1" and by_key["toy/gpu/ddp/2"]["link"] == "local"
+    assert sock["baseline_key"] == "toy/device/single/1" and by_key["toy/device/ddp/2"]["link"] == "local"
     assert [(p["world_size"], p["link"], p["ok"]) for p in rep["interconnect"]] == [
         (2, "local", True), (2, "socket", True), (2, "socket-nccl-defaults", True)]
-    assert [a["key"] for a in rep["link_advice"]][:1] == ["toy/gpu/ddp/2/socket"]
+    assert [a["key"] for a in rep["link_advice"]][:1] == ["toy/device/ddp/2/socket"]
     md = (out / "report.md").read_text()
-    assert "| toy | gpu | ddp (2 nodes, sockets) | 2 |" in md and "## Link-bound cells: what would gain" in md
+    assert "| toy | device | ddp (2 nodes, sockets) | 2 |" in md and "## Link-bound cells: what would gain" in md
     log = next((out / "logs").glob("*ddp-2-socket*")).read_text()
     assert log.count("--nnodes 2") == 2 and "--master-addr 127.0.0.1" in log

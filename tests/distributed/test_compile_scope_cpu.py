@@ -5,7 +5,7 @@ backend (the hidden ``--debug-compile-backend``, or ``backend=`` in-process): AO
 structure as with inductor (one CompiledFunctionBackward node per compiled region), without the C++ kernel
 builds that take minutes on the 2-core CI machine. One test runs the default backend (inductor) on the toy model.
 The GPU runs (inductor kernels inside the CUDA graph, the bucketed reducer's overlap) are benchmarks:
-benchmarks/train_throughput.py r18-graphcblk-N and r18-graphcbk8blk-N."""
+`benchmarks/train_throughput.py --variant blocks='--step-mode graph --compile --compile-scope blocks'`."""
 
 from __future__ import annotations
 

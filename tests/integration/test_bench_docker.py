@@ -22,10 +22,10 @@ def test_bench_in_containers(engine, cpu_image, tmp_path):
     jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
     assert rep["runtime"] == "docker"
     cells = {c["key"]: c for c in rep["cells"]}
-    assert set(cells) == {"toy/gpu/single/1", "toy/gpu/ddp/2"}
+    assert set(cells) == {"toy/device/single/1", "toy/device/ddp/2"}
     assert all(c["ok"] for c in cells.values())
-    assert cells["toy/gpu/ddp/2"]["summary"]["world_size"] == 2
-    assert cells["toy/gpu/ddp/2"]["sync_check"] == "pass"
+    assert cells["toy/device/ddp/2"]["summary"]["world_size"] == 2
+    assert cells["toy/device/ddp/2"]["sync_check"] == "pass"
     assert rep["interconnect"][0]["ok"] and rep["interconnect"][0]["backend"] == "gloo"
     # The torch side of the hardware section comes from inside the image.
     assert rep["hardware"]["torch"] and rep["hardware"]["gpu_count"] == 0

@@ -21,7 +21,7 @@ def test_default_gpu_counts(available, counts):
 def test_cpu_host_runs_a_small_matrix():
     p = plan(BenchOptions(), 0)
     assert p.device == "cpu"
-    assert keys(p) == ["toy/gpu/single/1", "toy/gpu/ddp/2"]
+    assert keys(p) == ["toy/device/single/1", "toy/device/ddp/2"]
     assert p.probe_sizes == (2,) and p.probe_max_bytes == 16 << 20
     assert (p.cells[0].warmup, p.cells[0].steps, p.cells[0].batch_size) == (2, 5, 32)
 
@@ -29,11 +29,11 @@ def test_cpu_host_runs_a_small_matrix():
 def test_two_gpu_host_default_matrix():
     p = plan(BenchOptions(), 2)
     assert keys(p) == [  # DataParallel last
-        "cifar10-resnet18/gpu/single/1", "cifar10-resnet18/gpu/ddp/2",
+        "cifar10-resnet18/device/single/1", "cifar10-resnet18/device/ddp/2",
         "cifar10-resnet18/dataloader/single/1", "cifar10-resnet18/dataloader/ddp/2",
         "cifar10-resnet18/classic/single/1", "cifar10-resnet18/classic/ddp/2",
-        "imagenet-synthetic-resnet50/gpu/single/1", "imagenet-synthetic-resnet50/gpu/ddp/2",
-        "cifar10-resnet18/gpu/dp/2", "cifar10-resnet18/dataloader/dp/2", "imagenet-synthetic-resnet50/gpu/dp/2",
+        "imagenet-synthetic-resnet50/device/single/1", "imagenet-synthetic-resnet50/device/ddp/2",
+        "cifar10-resnet18/device/dp/2", "cifar10-resnet18/dataloader/dp/2", "imagenet-synthetic-resnet50/device/dp/2",
     ]
     assert p.probe_sizes == (2,) and p.probe_max_bytes == 1 << 30
     assert any("imagenet-synthetic-resnet50: no dataloader" in s for s in p.skipped)
@@ -46,15 +46,15 @@ def test_two_gpu_host_default_matrix():
 
 
 def test_eight_gpus_scale_out_and_repeat():
-    p = plan(BenchOptions(workloads=("toy",), pipelines=("gpu",), strategies=("ddp",), repeat=3), 8)
-    assert keys(p) == ["toy/gpu/ddp/2", "toy/gpu/ddp/4", "toy/gpu/ddp/8"]
+    p = plan(BenchOptions(workloads=("toy",), pipelines=("device",), strategies=("ddp",), repeat=3), 8)
+    assert keys(p) == ["toy/device/ddp/2", "toy/device/ddp/4", "toy/device/ddp/8"]
     assert p.probe_sizes == (2, 4, 8)
     assert p.total_runs == 3 * 3 + 3
 
 
 def test_one_gpu_only_still_runs_ddp():
-    p = plan(BenchOptions(workloads=("toy",), pipelines=("gpu",)), 1)
-    assert keys(p) == ["toy/gpu/single/1", "toy/gpu/ddp/1"]
+    p = plan(BenchOptions(workloads=("toy",), pipelines=("device",)), 1)
+    assert keys(p) == ["toy/device/single/1", "toy/device/ddp/1"]
     assert p.probe_sizes == ()
 
 
@@ -108,6 +108,15 @@ def test_ddp_train_args_gpu_cell():
         "--compile"]
 
 
+def test_the_deprecated_gpu_spelling_is_the_device_pipeline():
+    assert BenchOptions(pipelines=("gpu", "dataloader")).pipelines == ("device", "dataloader")
+    assert BenchOptions(pipelines=("device", "gpu")).pipelines == ("device",)  # one cell, not two
+    p = plan(BenchOptions(workloads=("toy",), pipelines=("gpu",), strategies=("single",)), 0)
+    assert [c.key for c in p.cells] == ["toy/device/single/1"]
+    args = ddp_train_args(p.cells[0], "cpu")
+    assert args[args.index("--data-pipeline") + 1] == "device"
+
+
 def test_ddp_train_args_cpu_toy():
     c = plan(BenchOptions(), 0).cells[0]
     args = ddp_train_args(c, "cpu")
@@ -156,22 +165,22 @@ def test_classic_cell_runs_the_seeds_way():
                  "--workers 4", "--data-pipeline classic"):
         assert flag in " ".join(args)
     assert "--compile" not in args
-    assert "--step-mode" not in ddp_train_args(c[0].__class__(**{**c[0].__dict__, "pipeline": "gpu"}), "cuda")
+    assert "--step-mode" not in ddp_train_args(c[0].__class__(**{**c[0].__dict__, "pipeline": "device"}), "cuda")
 
 
 def test_socket_link_adds_two_node_cells_before_dataparallel():
     p = plan(BenchOptions(workloads=("imagenet-synthetic-resnet50",), links=("local", "socket")), 4)
     assert keys(p) == [
-        "imagenet-synthetic-resnet50/gpu/single/1", "imagenet-synthetic-resnet50/gpu/ddp/2",
-        "imagenet-synthetic-resnet50/gpu/ddp/4", "imagenet-synthetic-resnet50/gpu/ddp/2/socket",
-        "imagenet-synthetic-resnet50/gpu/ddp/4/socket", "imagenet-synthetic-resnet50/gpu/dp/2",
-        "imagenet-synthetic-resnet50/gpu/dp/4"]
+        "imagenet-synthetic-resnet50/device/single/1", "imagenet-synthetic-resnet50/device/ddp/2",
+        "imagenet-synthetic-resnet50/device/ddp/4", "imagenet-synthetic-resnet50/device/ddp/2/socket",
+        "imagenet-synthetic-resnet50/device/ddp/4/socket", "imagenet-synthetic-resnet50/device/dp/2",
+        "imagenet-synthetic-resnet50/device/dp/4"]
     sock = p.cells[4]
-    assert (sock.link, sock.nodes, sock.label) == ("socket", 2, "imagenet-synthetic-resnet50 gpu ddp x4 (2 nodes x 2, sockets)")
+    assert (sock.link, sock.nodes, sock.label) == ("socket", 2, "imagenet-synthetic-resnet50 device ddp x4 (2 nodes x 2, sockets)")
     assert p.probe_sizes == (2, 4) and p.socket_probe_sizes == (2, 4)
     assert p.total_runs == 7 + 2 + 2 * 2
-    only = plan(BenchOptions(workloads=("toy",), pipelines=("gpu",), links=("socket",), gpus=(1, 3, 4)), 4)
-    assert keys(only) == ["toy/gpu/single/1", "toy/gpu/ddp/4/socket", "toy/gpu/dp/3", "toy/gpu/dp/4"]
+    only = plan(BenchOptions(workloads=("toy",), pipelines=("device",), links=("socket",), gpus=(1, 3, 4)), 4)
+    assert keys(only) == ["toy/device/single/1", "toy/device/ddp/4/socket", "toy/device/dp/3", "toy/device/dp/4"]
     assert only.probe_sizes == () and only.socket_probe_sizes == (4,)
     with pytest.raises(UsageError, match="runs on --runtime host only"):
         plan(BenchOptions(links=("socket",), runtime="docker"), 4)

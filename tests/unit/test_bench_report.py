@@ -10,24 +10,24 @@ import json
 import jsonschema
 import pytest
 
-from ddpctl.bench.compare import compare
+from ddpctl.bench.compare import compare, load_report, upgrade
 from ddpctl.bench.plan import BenchOptions, plan
 from ddpctl.bench.report import build_report, render_markdown, schema
 from ddpctl.bench.runner import BenchRun, CellRun, RunResult
 
 # (img/s, step time s, data time s) per cell key; per-GPU batch 256.
 MEASURED = {
-    "cifar10-resnet18/gpu/single/1": (40_000.0, 0.0064, 0.0),
-    "cifar10-resnet18/gpu/dp/2": (50_000.0, 0.01024, 0.0),
-    "cifar10-resnet18/gpu/ddp/2": (78_000.0, 0.0065641, 0.0),
+    "cifar10-resnet18/device/single/1": (40_000.0, 0.0064, 0.0),
+    "cifar10-resnet18/device/dp/2": (50_000.0, 0.01024, 0.0),
+    "cifar10-resnet18/device/ddp/2": (78_000.0, 0.0065641, 0.0),
     "cifar10-resnet18/dataloader/single/1": (9_900.0, 0.025859, 0.02),
     "cifar10-resnet18/dataloader/dp/2": (11_000.0, 0.046545, 0.04),
     "cifar10-resnet18/dataloader/ddp/2": (11_780.0, 0.043464, 0.035),
     "cifar10-resnet18/classic/single/1": (8_000.0, 0.032, 0.02),
     "cifar10-resnet18/classic/ddp/2": (12_000.0, 0.042667, 0.03),
-    "imagenet-synthetic-resnet50/gpu/single/1": (3_000.0, 0.085333, 0.0),
-    "imagenet-synthetic-resnet50/gpu/dp/2": (4_000.0, 0.128, 0.0),
-    "imagenet-synthetic-resnet50/gpu/ddp/2": (5_400.0, 0.094815, 0.0),
+    "imagenet-synthetic-resnet50/device/single/1": (3_000.0, 0.085333, 0.0),
+    "imagenet-synthetic-resnet50/device/dp/2": (4_000.0, 0.128, 0.0),
+    "imagenet-synthetic-resnet50/device/ddp/2": (5_400.0, 0.094815, 0.0),
 }
 PROBE = {"event": "allreduce_probe", "world_size": 2, "backend": "nccl", "dtype": "float32", "correct": True,
          "results": [{"bytes": 1 << 20, "iters": 20, "time_us": 20.0, "algbw_gbps": 52.4, "busbw_gbps": 52.4},
@@ -53,7 +53,7 @@ def make_report(measured=MEASURED, fail=()):
     return build_report(bench, hardware_host={"present": True, "driver": "580.159.04",
                                                        "topology": "\x1b[4mGPU0\tGPU1\x1b[0m\nGPU0 X NV18"},
                         options={"workloads": ["cifar10-resnet18"], "strategies": ["single", "dp", "ddp"],
-                                 "gpus": [1, 2], "pipelines": ["gpu", "dataloader", "classic"], "warmup": 20, "steps": 50,
+                                 "gpus": [1, 2], "pipelines": ["device", "dataloader", "classic"], "warmup": 20, "steps": 50,
                                  "repeat": 1},
                         command="ddpctl bench", created="2026-11-26T00:00:00+00:00", runtime="host")
 
@@ -64,8 +64,8 @@ def cells(report):
 
 def test_efficiency_figures():
     c = cells(make_report())
-    ddp = c["cifar10-resnet18/gpu/ddp/2"]
-    assert ddp["baseline_key"] == "cifar10-resnet18/gpu/single/1"
+    ddp = c["cifar10-resnet18/device/ddp/2"]
+    assert ddp["baseline_key"] == "cifar10-resnet18/device/single/1"
     assert ddp["speedup"] == pytest.approx(78_000 / 40_000)
     assert ddp["scaling_efficiency"] == pytest.approx(0.975)
     ic = ddp["interconnect"]
@@ -74,29 +74,29 @@ def test_efficiency_figures():
     assert ic["t_compute_s"] == pytest.approx(0.0064)
     assert ic["eff_no_overlap"] == pytest.approx(0.979214, rel=1e-5)
     assert ddp["diagnosis"]["label"] == "compute-bound"
-    # The DataLoader DDP cell is 78,000 / 11,780 = 6.6x slower than the GPU-resident one: input-bound.
-    # Measured against the FASTEST 1-GPU configuration of the workload (the GPU pipeline), never a slower one.
+    # The DataLoader DDP cell is 78,000 / 11,780 = 6.6x slower than the device pipeline one: input-bound.
+    # Measured against the FASTEST 1-GPU configuration of the workload (the device pipeline), never a slower one.
     dl = c["cifar10-resnet18/dataloader/ddp/2"]
-    assert dl["baseline_key"] == "cifar10-resnet18/gpu/single/1"
+    assert dl["baseline_key"] == "cifar10-resnet18/device/single/1"
     assert dl["scaling_efficiency"] == pytest.approx(11_780 / (2 * 40_000))
     assert dl["diagnosis"]["label"] == "input-pipeline-bound" and "6.6x" in dl["diagnosis"]["reason"]
     # ResNet-50: 0.9 efficiency, +9.48 ms over 1 GPU, all-reduce >= 0.311 ms -> not the interconnect.
-    r50 = c["imagenet-synthetic-resnet50/gpu/ddp/2"]
+    r50 = c["imagenet-synthetic-resnet50/device/ddp/2"]
     assert r50["scaling_efficiency"] == pytest.approx(0.9)
     assert r50["interconnect"]["t_comm_lb_s"] == pytest.approx(25_557_032 * 4 / 329e9)
     assert r50["diagnosis"]["label"] == "overhead-bound"
     # Only DDP cells on 2+ GPUs get an interconnect bound and a diagnosis.
-    assert c["cifar10-resnet18/gpu/dp/2"]["diagnosis"] is None
-    assert c["cifar10-resnet18/gpu/single/1"]["scaling_efficiency"] == 1.0
+    assert c["cifar10-resnet18/device/dp/2"]["diagnosis"] is None
+    assert c["cifar10-resnet18/device/single/1"]["scaling_efficiency"] == 1.0
     # The classic (seed-style) cells scale against their own 1-GPU run; every other cell states how many times
     # the classic cell at the same GPU count it runs.
     cl = c["cifar10-resnet18/classic/ddp/2"]
     assert cl["baseline_key"] == "cifar10-resnet18/classic/single/1" and cl["scaling_efficiency"] == pytest.approx(0.75)
     assert cl["model"] == "torchvision-resnet18" and cl["vs_classic"] is None
-    assert c["cifar10-resnet18/gpu/single/1"]["vs_classic"] == pytest.approx(5.0)
-    assert c["cifar10-resnet18/gpu/ddp/2"]["classic_key"] == "cifar10-resnet18/classic/ddp/2"
-    assert c["cifar10-resnet18/gpu/ddp/2"]["vs_classic"] == pytest.approx(6.5)
-    assert c["imagenet-synthetic-resnet50/gpu/ddp/2"]["vs_classic"] is None  # no classic variant
+    assert c["cifar10-resnet18/device/single/1"]["vs_classic"] == pytest.approx(5.0)
+    assert c["cifar10-resnet18/device/ddp/2"]["classic_key"] == "cifar10-resnet18/classic/ddp/2"
+    assert c["cifar10-resnet18/device/ddp/2"]["vs_classic"] == pytest.approx(6.5)
+    assert c["imagenet-synthetic-resnet50/device/ddp/2"]["vs_classic"] is None  # no classic variant
 
 
 def test_headline():
@@ -105,12 +105,12 @@ def test_headline():
         ("cifar10-resnet18", 0.975), ("imagenet-synthetic-resnet50", 0.9)]
     assert h["pipeline_speedup_1gpu"][0]["ratio"] == pytest.approx(40_000 / 9_900)
     assert [(x["gpus"], x["key"], x["ratio"]) for x in h["vs_classic"]] == [
-        (1, "cifar10-resnet18/gpu/single/1", 5.0), (2, "cifar10-resnet18/gpu/ddp/2", 6.5)]
+        (1, "cifar10-resnet18/device/single/1", 5.0), (2, "cifar10-resnet18/device/ddp/2", 6.5)]
     assert h["busbw_at_max_gbps"] == [{"world_size": 2, "link": "local", "bytes": 1 << 30, "busbw_gbps": 329.0}]
 
 
 def test_report_matches_schema():
-    rep = make_report(fail={"imagenet-synthetic-resnet50/gpu/dp/2"})
+    rep = make_report(fail={"imagenet-synthetic-resnet50/device/dp/2"})
     rep["plots"] = []
     jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
     bad = copy.deepcopy(rep)
@@ -120,21 +120,21 @@ def test_report_matches_schema():
 
 
 def test_markdown_tables():
-    rep = make_report(fail={"imagenet-synthetic-resnet50/gpu/dp/2"})
+    rep = make_report(fail={"imagenet-synthetic-resnet50/device/dp/2"})
     md = render_markdown(rep, ["throughput_vs_gpus.png"])
-    assert ("| cifar10-resnet18 | gpu | ddp | 2 | 256/512 | 78,000 | 6.6 | 0.6 | 1.95 | 97.5% | 6.5 | 97 | 5.5 | pass "
+    assert ("| cifar10-resnet18 | device | ddp | 2 | 256/512 | 78,000 | 6.6 | 0.6 | 1.95 | 97.5% | 6.5 | 97 | 5.5 | pass "
             "| graph | 4.5 |") in md
     assert "| cifar10-resnet18 | classic | single | 1 | 256/256 | 8,000 | 32.0 | 6.2 | 1.00 | 100.0% | - |" in md
     assert "ddp-train vs the classic pipeline, cifar10-resnet18, 2 GPUs: **6.5x** (78,000 img/s" in md
-    assert "| imagenet-synthetic-resnet50 | gpu | dp | 2 | 256/512 | FAILED |" in md
-    assert "| cifar10-resnet18 | gpu | 2 | 97.5% | 97.9% | 100.0% | 44.7 | 329.0 | 6.40 | 0.136 | **compute-bound**" in md
+    assert "| imagenet-synthetic-resnet50 | device | dp | 2 | 256/512 | FAILED |" in md
+    assert "| cifar10-resnet18 | device | 2 | 97.5% | 97.9% | 100.0% | 44.7 | 329.0 | 6.40 | 0.136 | **compute-bound**" in md
     assert "**input-pipeline-bound**" in md and "**overhead-bound**" in md
     assert "| 1 GiB | 3263.7 | 329.00 | 329.00 |" in md
     assert "DDP scaling efficiency, cifar10-resnet18 on 2 GPUs: **97.5%**" in md
-    assert "GPU-resident pipeline vs DataLoader, cifar10-resnet18, 1 GPU: **4.04x**" in md
+    assert "device pipeline (data on the GPU) vs DataLoader, cifar10-resnet18, 1 GPU: **4.04x**" in md
     assert "2 x NVIDIA H100 80GB HBM3" in md and "GPU0 X NV18" in md
     assert "```\nGPU0\tGPU1\nGPU0 X NV18\n```" in md  # nvidia-smi's terminal underline is removed
-    assert "imagenet-synthetic-resnet50/gpu/dp/2 repeat 0: exit 1: boom" in md
+    assert "imagenet-synthetic-resnet50/device/dp/2 repeat 0: exit 1: boom" in md
     assert "![Throughput vs GPUs" in md
 
 
@@ -144,8 +144,8 @@ def test_compare_side_by_side_with_ratios():
     b = make_report(faster)
     text = compare(a, b, name_a="old.json", name_b="new.json")
     assert "A = old.json: 2 x NVIDIA H100 80GB HBM3" in text
-    assert "| imagenet-synthetic-resnet50/gpu/ddp/2 | 5,400 | 6,750 | 1.25x |" in text
-    assert "| cifar10-resnet18/gpu/ddp/2 | 78,000 | 78,000 | 1.00x | 97.5% | 97.5% |" in text
+    assert "| imagenet-synthetic-resnet50/device/ddp/2 | 5,400 | 6,750 | 1.25x |" in text
+    assert "| cifar10-resnet18/device/ddp/2 | 78,000 | 78,000 | 1.00x | 97.5% | 97.5% |" in text
     assert "| x2 at max size | 329.00 | 329.00 | 1.00x |" in text
 
 
@@ -158,11 +158,46 @@ def test_committed_reports_are_current():
     reports = sorted(root.glob("*/report.json"))
     assert reports, "no committed bench report"
     for path in reports:
-        rep = json.loads(path.read_text())
-        jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+        # the files stay as ddpctl wrote them (older ones name the device pipeline "gpu"); report.md is what
+        # the renderer makes of the report as read
+        jsonschema.validate(json.loads(path.read_text()), schema(), cls=jsonschema.Draft202012Validator)
+        rep = load_report(path)
         assert (path.parent / "report.md").read_text() == render_markdown(rep, rep["plots"])
         for png in rep["plots"]:
             assert (path.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _old_spelling(report: dict) -> dict:
+    """``report`` as a ddpctl before 2026-11-27 wrote it: the device pipeline spelled "gpu"."""
+    text = json.dumps(report).replace('/device/', '/gpu/').replace('"pipeline": "device"', '"pipeline": "gpu"')
+    old = json.loads(text)
+    old["options"]["pipelines"] = ["gpu" if p == "device" else p for p in old["options"]["pipelines"]]
+    old["headline"]["pipeline_speedup_1gpu"] = [{("gpu_pipeline" if k == "device" else k): v for k, v in h.items()}
+                                                for h in old["headline"]["pipeline_speedup_1gpu"]]
+    return old
+
+
+def test_reports_name_the_device_pipeline_as_ddp_train_does():
+    rep = make_report()
+    assert {c["pipeline"] for c in rep["cells"]} == {"device", "dataloader", "classic"}
+    assert "/gpu/" not in json.dumps([c["key"] for c in rep["cells"]] + rep["headline"]["vs_classic"])
+    assert rep["headline"]["pipeline_speedup_1gpu"][0]["device"] == 40_000.0
+    assert upgrade(rep) == rep  # a current report reads as it is
+
+
+def test_an_older_report_with_the_gpu_spelling_reads_as_device(tmp_path):
+    """Reports written before the rename (committed ones, users' baselines) stay valid and read the same."""
+    rep = make_report()
+    old = _old_spelling(rep)
+    assert old["cells"][0]["pipeline"] == "gpu" and "cifar10-resnet18/gpu/ddp/2" in {c["key"] for c in old["cells"]}
+    jsonschema.validate({**old, "plots": []}, schema(), cls=jsonschema.Draft202012Validator)  # "gpu": deprecated
+    assert upgrade(old) == rep
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(rep))
+    text = compare(load_report(tmp_path / "old.json"), load_report(tmp_path / "new.json"))
+    assert "| cifar10-resnet18/device/ddp/2 | 78,000 | 78,000 | 1.00x |" in text and "/gpu/" not in text
+    assert "cells only in" not in text  # every cell matched across the spellings
+    assert render_markdown(load_report(tmp_path / "old.json")) == render_markdown(rep)
 
 
 def _probe(busbw):
@@ -178,28 +213,28 @@ def test_socket_cells_use_the_socket_link_and_say_what_would_gain():
                           links=("local", "socket")), 2)
     bench = BenchRun(sysinfo={"gpu_count": 2, "gpus": [], "torch": "2.11.0"}, plan=p, probes={2: PROBE}, seconds=1.0,
                      socket_probes={(2, "socket"): _probe(4.5), (2, "socket-nccl-defaults"): _probe(2.1)})
-    measured = {"imagenet-synthetic-resnet50/gpu/single/1": (3_000.0, 0.085333),
-                "imagenet-synthetic-resnet50/gpu/ddp/2": (5_400.0, 0.094815),
-                "imagenet-synthetic-resnet50/gpu/ddp/2/socket": (4_800.0, 0.106667)}
+    measured = {"imagenet-synthetic-resnet50/device/single/1": (3_000.0, 0.085333),
+                "imagenet-synthetic-resnet50/device/ddp/2": (5_400.0, 0.094815),
+                "imagenet-synthetic-resnet50/device/ddp/2/socket": (4_800.0, 0.106667)}
     for cell in p.cells:
         ips, step = measured[cell.key]
         bench.runs.append(CellRun(cell, 0, RunResult(0, "", "", 1.0), {
             "event": "summary", "images_per_sec": ips, "step_time_s": step, "step_mode": "graph",
             "graph_reducer": "flat", "grad_compression": "none", "global_batch": 256 * cell.gpus}))
     rep = build_report(bench, hardware_host={}, options={"workloads": ["imagenet-synthetic-resnet50"],
-                       "strategies": ["single", "ddp"], "gpus": [1, 2], "pipelines": ["gpu"], "warmup": None,
+                       "strategies": ["single", "ddp"], "gpus": [1, 2], "pipelines": ["device"], "warmup": None,
                        "steps": None, "repeat": 1}, command="ddpctl bench", created="2026-11-27T00:00:00",
                        runtime="host")
     rep["plots"] = []
     jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
-    sock = cells(rep)["imagenet-synthetic-resnet50/gpu/ddp/2/socket"]
-    assert sock["link"] == "socket" and sock["baseline_key"] == "imagenet-synthetic-resnet50/gpu/single/1"
+    sock = cells(rep)["imagenet-synthetic-resnet50/device/ddp/2/socket"]
+    assert sock["link"] == "socket" and sock["baseline_key"] == "imagenet-synthetic-resnet50/device/single/1"
     assert sock["scaling_efficiency"] == pytest.approx(0.8)
     assert sock["interconnect"]["busbw_gbps"] == 4.5
     assert sock["interconnect"]["t_comm_lb_s"] == pytest.approx(25_557_032 * 4 / 4.5e9)
     assert sock["interconnect"]["eff_no_overlap"] == pytest.approx(0.78975, rel=1e-4)
     assert sock["diagnosis"]["label"] == "communication-bound"
-    assert cells(rep)["imagenet-synthetic-resnet50/gpu/ddp/2"]["interconnect"]["busbw_gbps"] == 329.0
+    assert cells(rep)["imagenet-synthetic-resnet50/device/ddp/2"]["interconnect"]["busbw_gbps"] == 329.0
     (adv,) = rep["link_advice"]
     assert adv["key"] == sock["key"] and adv["link"] == "socket"
     assert adv["gains"][0].startswith("bf16 gradients") and "22.7 -> 11.4 ms" in adv["gains"][0]
@@ -207,9 +242,9 @@ def test_socket_cells_use_the_socket_link_and_say_what_would_gain():
     assert "bucketed reducer" in adv["gains"][1]
     assert "busbw 2.1 -> 4.5 GB/s" in adv["gains"][2] and "InfiniBand" in adv["gains"][3]
     md = render_markdown(rep, [])
-    assert "| imagenet-synthetic-resnet50 | gpu | ddp (2 nodes, sockets) | 2 | 256/512 | 4,800 |" in md
+    assert "| imagenet-synthetic-resnet50 | device | ddp (2 nodes, sockets) | 2 | 256/512 | 4,800 |" in md
     assert "2 GPUs, 2 nodes over sockets (NCCL's socket defaults), nccl, float32:" in md
-    assert "- `imagenet-synthetic-resnet50/gpu/ddp/2/socket` (communication-bound, 80.0%):" in md
+    assert "- `imagenet-synthetic-resnet50/device/ddp/2/socket` (communication-bound, 80.0%):" in md
     # a compressed run moves half the bytes
     sock["summary"]["grad_compression"] = "bf16"
     from ddpctl.bench.links import grad_bytes

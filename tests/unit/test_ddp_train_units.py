@@ -64,17 +64,17 @@ def test_batched_crop_and_flip_are_windows_of_the_padded_image():
     assert torch.equal(x, x2)  # derived from (seed, epoch, step, rank): repeatable
 
 
-def test_classic_pipeline_yields_same_shards_and_normalisation():
+def test_dataloader_pipeline_yields_the_device_pipelines_shards_and_normalisation():
     imgs = torch.randint(0, 255, (40, 3, 8, 8), dtype=torch.uint8)
     labels = torch.arange(40) % 10
     split = data.Split(imgs, labels, 40, "t")
     kw = dict(batch=8, rank=1, world=2, seed=0, pad=0, flip=False, augment=False, mean=(0.5,) * 3,
               std=(0.25,) * 3, channels_last=False, device="cpu")
-    fast = list(DevicePipeline(split, out_dtype=torch.float32, **kw).epoch(2))
-    classic = list(DataloaderPipeline(split, out_dtype=torch.float32, workers=0, **kw).epoch(2))
-    assert len(fast) == len(classic) == 2
-    for (xf, yf), (xc, yc) in zip(fast, classic, strict=True):
-        assert torch.equal(yf, yc) and torch.allclose(xf, xc, atol=1e-5)
+    device = list(DevicePipeline(split, out_dtype=torch.float32, **kw).epoch(2))
+    dataloader = list(DataloaderPipeline(split, out_dtype=torch.float32, workers=0, **kw).epoch(2))
+    assert len(device) == len(dataloader) == 2
+    for (xd, yd), (xl, yl) in zip(device, dataloader, strict=True):
+        assert torch.equal(yd, yl) and torch.allclose(xd, xl, atol=1e-5)
 
 
 def test_synthetic_data_is_deterministic_and_class_dependent():

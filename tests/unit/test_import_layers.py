@@ -215,3 +215,43 @@ def test_the_layer_and_client_checks_see_violations(tmp_path):
     (pkg / "mid.py").write_text("from pkg.eng.client import new_client\n")
     assert layer_violations(tmp_path, "pkg", {"pkg.eng": ("pkg.low",)}) == ["pkg.eng.conn imports pkg.high"]
     assert client_makers(tmp_path, "pkg", "pkg.eng") == ["pkg.high (from_env)", "pkg.mid (pkg.eng.client)"]
+
+
+def private_uses(root: Path, package: str) -> list[str]:
+    """`module._name` where ``module`` is another module of the package, bound by an import (`import pkg.mod as
+    m`, `from pkg import mod`, `from . import mod`): a private name reached through the module object."""
+    mods = modules(root, package)
+    bad = []
+    for m, (path, is_pkg) in mods.items():
+        pkg = m if is_pkg else m.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        bound: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bound.update({a.asname: a.name for a in node.names if a.asname and a.name in mods})
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = pkg.split(".")[:len(pkg.split(".")) - (node.level - 1)]
+                    base = ".".join(parent + ([base] if base else []))
+                bound.update({a.asname or a.name: f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods})
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                    and bound[node.value.id] != m and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{m}:{node.lineno} uses {bound[node.value.id]}.{node.attr}")
+    return sorted(bad)
+
+
+def test_no_module_reaches_another_modules_private_name_through_the_module():
+    for package in ("ddpctl", "ddp_train"):
+        assert private_uses(SRC, package) == []
+
+
+def test_the_private_use_finder_sees_module_attributes(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def _hidden():\n    return 1\n\ndef shown():\n    return _hidden()\n")
+    (pkg / "b.py").write_text("from pkg import a\nfrom . import a as aa\n\ndef f(x):\n"
+                              "    return a.shown(), x._private, aa._hidden()\n")
+    assert private_uses(tmp_path, "pkg") == ["pkg.b:5 uses pkg.a._hidden"]

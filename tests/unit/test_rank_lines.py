@@ -105,6 +105,14 @@ def test_ddpctl_reads_what_the_launcher_writes():
     assert executor.parse_launch_failure(["noise", line, "rank-1 | later"]) == (5, 1, "", "KeyError: 'x'")
     peer = launcher.RankFailure(0, 129, None, "lost", True, 0.0).line()
     assert executor.parse_launch_failure([peer])[2] == ", lost a peer"
+    # the failure contract (ddp_train.errors) as ddpctl reads it: the lost-peer note and the retryable codes
+    from ddp_train import errors
+    from ddpctl.local import restarts
+    from ddpctl.local.executor import lines
+
+    assert lines.LOST_PEER == errors.LOST_PEER_TEXT and lines.says_lost_peer(executor.parse_launch_failure([peer])[2])
+    assert restarts.RETRYABLE_MIN == errors.RETRYABLE_MIN
+    assert executor.peer_loss_line(peer) and not executor.peer_loss_line(line)
 
 
 def test_labels_and_silent_ranks():

@@ -40,6 +40,14 @@ def test_every_bench_flag_parses_with_ddp_trains_parser(cell, device):
     assert args.warmup_steps == cell.warmup and args.max_steps == cell.warmup + cell.steps
     assert args.no_eval and args.progress == "lines" and args.seed == 3
     assert (args.device == "cpu") == (device == "cpu")
+    assert args.data_pipeline == cell.pipeline  # one name per pipeline: the bench's are ddp-train's
+
+
+def test_bench_pipelines_are_ddp_trains_data_pipelines():
+    from ddp_train.flags import build_parser
+
+    choices = next(a.choices for a in build_parser()._actions if a.dest == "data_pipeline")
+    assert set(PIPELINES) == set(choices) - {"auto"}
 
 
 def test_summary_schema_is_package_data_and_a_valid_schema():
@@ -59,7 +67,7 @@ def test_every_summary_key_the_report_reads_is_in_the_schema():
 
 
 def _entry(summary: dict) -> dict:
-    cell = Cell("toy", "gpu", "ddp", 2, 32, 2, 4)
+    cell = Cell("toy", "device", "ddp", 2, 32, 2, 4)
     full = {"event": "summary", "images_per_sec": 1000.0, "step_time_s": 0.064, "global_batch": 64, **summary}
     return report._cell_entry(cell, [CellRun(cell, 0, RunResult(0, "", "", 1.0), full)])
 
@@ -69,6 +77,6 @@ def test_report_reads_params_and_nothing_else():
     assert _entry({"params": 24346})["param_count"] == 24346
     for guess in ("param_count", "num_params", "parameters", "model_params"):  # no spelling ddp-train emits
         assert _entry({guess: 24346})["param_count"] is None
-    cifar = Cell("cifar10-resnet18", "gpu", "ddp", 2, 32, 2, 4)
+    cifar = Cell("cifar10-resnet18", "device", "ddp", 2, 32, 2, 4)
     run = CellRun(cifar, 0, RunResult(0, "", "", 1.0), {"event": "summary", "images_per_sec": 1.0})
     assert report._cell_entry(cifar, [run])["param_count"] == WORKLOADS["cifar10-resnet18"].param_count

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ddpctl.bench.plan import PIPELINE_ALIASES
 from ddpctl.bench.report import SCHEMA_VERSION
 from ddpctl.errors import UsageError
 
@@ -17,13 +18,48 @@ def load_report(path: Path) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"cannot read {path} as JSON ({exc.__class__.__name__})",
                          "pass the report.json written by 'ddpctl bench'") from None
-    if not isinstance(data, dict) or "cells" not in data or "schema_version" not in data:
+    if (not isinstance(data, dict) or "schema_version" not in data or not isinstance(data.get("cells"), list)
+            or not all(isinstance(c, dict) for c in data["cells"])):
         raise UsageError(f"{path} is not a ddpctl bench report (no schema_version/cells)",
                          "pass the report.json written by 'ddpctl bench'")
     if data["schema_version"] != SCHEMA_VERSION:
         raise UsageError(f"{path} has report schema version {data['schema_version']}, this ddpctl reads "
                          f"{SCHEMA_VERSION}", "compare reports written by the same ddpctl version")
-    return data
+    return upgrade(data)
+
+
+def upgrade(report: dict) -> dict:
+    """A report as this ddpctl writes it. Reports written before 2026-11-27 name the device pipeline ``gpu`` (a
+    deprecated spelling, ``plan.PIPELINE_ALIASES``) in the cells' pipelines and keys, the options and the
+    headline; read, it is ``device``. The measured figures, the command and the prose (diagnosis reasons,
+    errors) stay as written. Pure: returns a new dict."""
+    def name(p):
+        return PIPELINE_ALIASES.get(p, p) if isinstance(p, str) else p
+
+    def key(k):  # workload/pipeline/strategy/gpus[/socket]
+        parts = k.split("/") if isinstance(k, str) else []
+        return "/".join([parts[0], name(parts[1]), *parts[2:]]) if len(parts) >= 4 else k
+
+    def keys(d, *fields: str):
+        if not isinstance(d, dict):
+            return d
+        return {**d, **{f: (name if f == "pipeline" else key)(d[f]) for f in fields if f in d}}
+
+    out = dict(report)
+    out["cells"] = [keys(c, "pipeline", "key", "baseline_key", "classic_key") for c in report["cells"]]
+    if isinstance(out.get("options"), dict) and isinstance(out["options"].get("pipelines"), list):
+        out["options"] = {**out["options"], "pipelines": [name(p) for p in out["options"]["pipelines"]]}
+    head = dict(out.get("headline") or {})
+    if "pipeline_speedup_1gpu" in head:  # the device pipeline's img/s was "gpu_pipeline"
+        head["pipeline_speedup_1gpu"] = [{("device" if k == "gpu_pipeline" else k): v for k, v in h.items()}
+                                         if isinstance(h, dict) else h for h in head["pipeline_speedup_1gpu"]]
+    if "vs_classic" in head:
+        head["vs_classic"] = [keys(h, "key") for h in head["vs_classic"]]
+    if "headline" in out:
+        out["headline"] = head
+    if "link_advice" in out:
+        out["link_advice"] = [keys(a, "key") for a in out["link_advice"]]
+    return out
 
 
 def _ratio(a, b) -> str:

@@ -38,7 +38,7 @@ OVERHEAD = "overhead-bound"
 
 # Thresholds of the diagnosis (documented in docs/bench.md).
 GOOD_EFFICIENCY = 0.95  # at or above: the GPUs do the work; nothing to fix in the scaling
-PIPELINE_RATIO = 1.3  # the GPU-resident pipeline this much faster in the same cell: input is the limit
+PIPELINE_RATIO = 1.3  # the device pipeline (data on the GPU) this much faster in the same cell: input is the limit
 COMM_SLACK = 1.5  # the extra step time within 1.5x the all-reduce lower bound: communication explains it
 DATA_FRACTION = 0.25  # the program reports waiting for data this share of the step: input is the limit
 
@@ -146,7 +146,8 @@ def diagnose(
     stragglers, launch/Python cost).
     """
     if faster_pipeline_ratio is not None and faster_pipeline_ratio >= PIPELINE_RATIO:
-        return Diagnosis(INPUT, f"the GPU-resident pipeline runs {faster_pipeline_ratio:.1f}x faster in the same cell")
+        return Diagnosis(INPUT, f"the device pipeline (data on the GPU) runs {faster_pipeline_ratio:.1f}x faster "
+                                "in the same cell")
     if data_fraction is not None and data_fraction >= DATA_FRACTION:
         return Diagnosis(INPUT, f"{data_fraction:.0%} of each step waits for input data")
     if n == 1 or efficiency >= GOOD_EFFICIENCY:

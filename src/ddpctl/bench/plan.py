@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 from ddpctl.errors import UsageError
 
 STRATEGIES = ("single", "dp", "ddp")
-PIPELINES = ("gpu", "dataloader", "classic")
+PIPELINES = ("device", "dataloader", "classic")  # ddp-train's --data-pipeline names
+# Deprecated spellings, kept for one release: "gpu" was the device pipeline's name in ddpctl bench. The CLI
+# warns when one is passed; BenchOptions and reports read from older files (compare.load_report) map them.
+PIPELINE_ALIASES = {"gpu": "device"}
 RUNTIMES = ("host", "docker")
 LINKS = ("local", "socket")  # local: the host's own interconnect (NVLink, PCIe, shared memory); socket: 2 nodes
 
@@ -52,12 +55,12 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
-        Workload("toy", "toy", None, ("gpu", "dataloader"), 256, 32, 2_048, None, 20, 100),
-        Workload("cifar10-resnet18", "cifar10", "resnet18", ("gpu", "dataloader", "classic"), 256, 32, 50_000,
+        Workload("toy", "toy", None, ("device", "dataloader"), 256, 32, 2_048, None, 20, 100),
+        Workload("cifar10-resnet18", "cifar10", "resnet18", ("device", "dataloader", "classic"), 256, 32, 50_000,
                  11_173_962, 30, 200, "torchvision-resnet18"),
         # 20 + 80 steps: at least ddp-train's GRAPH_MIN_STEPS (100), so the cell runs the step mode a real
         # (longer) run gets: the whole-step CUDA graph
-        Workload("imagenet-synthetic-resnet50", "imagenet-synthetic", "resnet50", ("gpu",), 256, 8,
+        Workload("imagenet-synthetic-resnet50", "imagenet-synthetic", "resnet50", ("device",), 256, 8,
                  1_281_167, 25_557_032, 20, 80),
     )
 }
@@ -83,6 +86,11 @@ class BenchOptions:
     extra_args: tuple[str, ...] = ()  # appended to every ddp-train command
     image: str | None = None  # --runtime docker
     links: tuple[str, ...] | None = None  # None: ("local",)
+
+    def __post_init__(self) -> None:
+        if self.pipelines:  # a deprecated spelling means the pipeline it was the name of
+            names = dict.fromkeys(PIPELINE_ALIASES.get(p, p) for p in self.pipelines)  # device,gpu: one pipeline
+            object.__setattr__(self, "pipelines", tuple(names))
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,7 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
 
     workloads = options.workloads or (("toy",) if cpu else ("cifar10-resnet18", "imagenet-synthetic-resnet50"))
     strategies = options.strategies or (("single", "ddp") if cpu else STRATEGIES)
-    pipelines = options.pipelines or (("gpu",) if cpu else PIPELINES)
+    pipelines = options.pipelines or (("device",) if cpu else PIPELINES)
     links = options.links or ("local",)
 
     if options.gpus:

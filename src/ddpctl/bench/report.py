@@ -171,8 +171,8 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
             c["interconnect"] = links.bound(c["param_count"], c["summary"], c["gpus"], probe, base["step_time_s"])
             t_comm = c["interconnect"]["t_comm_lb_s"]
         faster = None
-        if c["pipeline"] != "gpu":
-            sib = index.get(f"{c['workload']}/gpu/{c['strategy']}/{c['gpus']}" + ("/socket" if c["link"] == "socket" else ""))
+        if c["pipeline"] != "device":
+            sib = index.get(f"{c['workload']}/device/{c['strategy']}/{c['gpus']}" + ("/socket" if c["link"] == "socket" else ""))
             if ips(sib):
                 faster = ips(sib) / ips(c)
         d = eff.diagnose(n=c["gpus"], efficiency=c["scaling_efficiency"], step_time=c["step_time_s"],
@@ -225,17 +225,17 @@ def _hardware(sysinfo: dict, smi: dict) -> dict:
 def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
     out: dict = {"ddp_scaling": [], "pipeline_speedup_1gpu": [], "vs_classic": [], "busbw_at_max_gbps": []}
     for c in cells:
-        if c["strategy"] == "ddp" and c["gpus"] >= 2 and c["pipeline"] == "gpu" and c["scaling_efficiency"]:
+        if c["strategy"] == "ddp" and c["gpus"] >= 2 and c["pipeline"] == "device" and c["scaling_efficiency"]:
             out["ddp_scaling"].append({"workload": c["workload"], "gpus": c["gpus"], "link": c["link"],
                                        "scaling_efficiency": c["scaling_efficiency"],
                                        "images_per_sec": c["images_per_sec"]["median"]})
     idx = {c["key"]: c for c in cells if c["ok"]}
     for c in cells:
-        if c["pipeline"] == "gpu" and c["strategy"] == "single" and c["ok"]:
+        if c["pipeline"] == "device" and c["strategy"] == "single" and c["ok"]:
             dl = idx.get(f"{c['workload']}/dataloader/single/1")
             if dl:
                 out["pipeline_speedup_1gpu"].append({
-                    "workload": c["workload"], "gpu_pipeline": c["images_per_sec"]["median"],
+                    "workload": c["workload"], "device": c["images_per_sec"]["median"],
                     "dataloader": dl["images_per_sec"]["median"],
                     "ratio": c["images_per_sec"]["median"] / dl["images_per_sec"]["median"]})
     # x times the classic pipeline: the fastest ddp-train configuration at each GPU count against the classic

@@ -58,7 +58,7 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
         args += ["--model", model]
     args += [
         "--strategy", cell.strategy,
-        "--data-pipeline", {"gpu": "device", "dataloader": "dataloader", "classic": "classic"}[cell.pipeline],
+        "--data-pipeline", cell.pipeline,  # the bench's pipeline names are ddp-train's
         "--batch-size", str(cell.batch_size),
         "--warmup-steps", str(cell.warmup),
         "--max-steps", str(cell.warmup + cell.steps),

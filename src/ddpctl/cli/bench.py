@@ -14,9 +14,9 @@ from ddpctl.cli.app import app, err
 bench_app = typer.Typer(
     name="bench",
     help=(
-        "Run the standard multi-GPU test matrix (single GPU vs DataParallel vs DDP, GPU-resident vs DataLoader "
-        "input, 1..N GPUs) with ddp-train, measure the all-reduce bandwidth, and write report.md, report.json "
-        "and PNG plots with scaling efficiency next to what the interconnect allows.\n\n"
+        "Run the standard multi-GPU test matrix (single GPU vs DataParallel vs DDP, device (data on the GPU) vs "
+        "DataLoader vs classic input, 1..N GPUs) with ddp-train, measure the all-reduce bandwidth, and write "
+        "report.md, report.json and PNG plots with scaling efficiency next to what the interconnect allows.\n\n"
         "On a host without GPUs a small matrix runs on CPU processes (gloo), so the command always works.\n\n"
         "Examples:\n\n"
         "  ddpctl bench -o bench-out\n\n"
@@ -46,9 +46,10 @@ def bench(
         "--gpus", "-g", help="Comma-separated GPU counts (default 1,2,4,... up to the host's; 1,2 processes on CPU).",
         show_default=False)] = None,
     pipelines: Annotated[Optional[str], typer.Option(
-        "--pipelines", "-p", help="Comma-separated: gpu (data on the device), dataloader (per-sample CPU "
-        "DataLoader), classic (the seeds' way: torchvision model, PIL transforms, fp32, eager; the reference "
-        "every report compares with) (default: all three on GPU, gpu on CPU).", show_default=False)] = None,
+        "--pipelines", "-p", help="Comma-separated ddp-train --data-pipeline names: device (data held and augmented "
+        "on the GPU), dataloader (per-sample CPU DataLoader), classic (the seeds' way: torchvision model, PIL "
+        "transforms, fp32, eager; the reference every report compares with) (default: all three on GPU, device "
+        "on CPU; gpu: deprecated spelling of device).", show_default=False)] = None,
     warmup: Annotated[Optional[int], typer.Option(
         "--warmup", help="Warm-up steps per run, not timed (default per workload on GPU: "
         "toy 20, CIFAR 30, ImageNet 15; 2 on CPU).", show_default=False)] = None,
@@ -91,7 +92,7 @@ def bench(
     if ctx.invoked_subcommand is not None:
         return
     from ddpctl.bench import run_bench
-    from ddpctl.bench.plan import BenchOptions, parse_counts, parse_list
+    from ddpctl.bench.plan import PIPELINE_ALIASES, BenchOptions, parse_counts, parse_list
     from ddpctl.bench.plots import available
     from ddpctl.errors import JobFailed, UsageError
     from ddpctl.spec import parse_size
@@ -111,6 +112,7 @@ def bench(
         probe=not no_probe, probe_max_bytes=probe_bytes, cell_timeout_s=cell_timeout, time_budget_s=time_budget,
         extra_args=tuple(train_arg or ()), image=image, links=parse_list(links, what="links"),
     )
+    deprecated = dict.fromkeys(p for p in parse_list(pipelines, what="pipelines") or () if p in PIPELINE_ALIASES)
     plots = not no_plots and available()
     command = "ddpctl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "ddpctl bench"
     report, written = run_bench(options, output, command=command, python=python, plots=plots)
@@ -125,6 +127,9 @@ def bench(
             failed.append(p)
     if not no_plots and not plots:  # said after the run: bad input must stay a one-line error
         err("bench: matplotlib is not installed, so no plots (pip install 'ddpctl[bench]')")
+    for old in deprecated:  # after the run too, for the same reason
+        err(f"warning: --pipelines {old} is deprecated and goes in the next release: use {PIPELINE_ALIASES[old]} "
+            "(the same pipeline, named as ddp-train's --data-pipeline)")
     err(f"bench: {len(report['cells'])} cells, {len(failed)} failed run(s), {len(skipped)} skipped by the time "
         f"budget; wrote {len(written)} files to {output}")
     if failed:

@@ -35,7 +35,7 @@ def volume_name(job: str) -> str:
     return f"{job}-ckpt"
 
 
-def _ddp_train_at(argv: list[str]) -> int | None:
+def ddp_train_at(argv: list[str]) -> int | None:
     """Index of ``ddp-train`` in a node's argv (the word after the launcher's ``--no-python``), or None."""
     try:
         i = argv.index("--no-python") + 1
@@ -54,7 +54,7 @@ def tensorboard_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
     """``up --tensorboard``: ddp-train writes its event files to the job's checkpoint directory (unless its command
     names a --tensorboard DIR of its own); any other program is left as it is."""
     out = list(argv)
-    i = _ddp_train_at(out)
+    i = ddp_train_at(out)
     if i is not None and not _has_flag(out[i + 1:], "--tensorboard"):
         out += ["--tensorboard", f"{CHECKPOINT_DIR}/tensorboard"]
     return tuple(out)
@@ -63,7 +63,7 @@ def tensorboard_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
 def first_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
     """The node argv of the first start: ddp-train writes its checkpoints to the job's checkpoint directory."""
     out = list(argv)
-    i = _ddp_train_at(out)
+    i = ddp_train_at(out)
     if i is not None and not _has_flag(out[i + 1:], "--output-dir"):
         out += ["--output-dir", CHECKPOINT_DIR]
     return tuple(out)
@@ -72,7 +72,7 @@ def first_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
 def restart_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
     """The node argv of a restart: ddp-train resumes from the newest valid checkpoint (``--resume auto``)."""
     out = list(first_argv(argv))
-    i = _ddp_train_at(out)
+    i = ddp_train_at(out)
     if i is None:
         return tuple(out)
     args, cleaned, skip = out[i + 1:], [], False
@@ -91,7 +91,7 @@ def restart_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
 
 def checkpoint_cadence_note(argv: tuple[str, ...]) -> str | None:
     """A hint when ddp-train would checkpoint only at epoch ends (a restart would then redo a whole epoch)."""
-    i = _ddp_train_at(list(argv))
+    i = ddp_train_at(list(argv))
     if i is None:
         return None
     args = list(argv[i + 1:])

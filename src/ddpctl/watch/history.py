@@ -48,7 +48,8 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _attempt(labels: dict) -> int:
+def attempt_of(labels: dict) -> int:
+    """A container's attempt from its labels: 0 for the first start, N after the job's Nth restart."""
     r = labels.get(LABEL_RESTARTS, "")
     return int(r) if r.isdigit() else 0
 
@@ -73,19 +74,19 @@ def _keep(engine, job: str, removing: bool) -> Path | None:
     folder = root() / job
     meta = _read_json(folder / "meta.json") or {}
     ids = meta.get("containers", {})
-    now_ids = {str(_attempt(c.labels)): {c.labels[LABEL_NODE]: c.id} for c in found}
+    now_ids = {str(attempt_of(c.labels)): {c.labels[LABEL_NODE]: c.id} for c in found}
     if any(ids.get(a, {}).get(n, cid) != cid for a, m in now_ids.items() for n, cid in m.items()):
         _rotate(folder, meta)  # a new run of this job name
         meta, ids = {}, {}
     for c in found:
-        a, n = str(_attempt(c.labels)), c.labels[LABEL_NODE]
+        a, n = str(attempt_of(c.labels)), c.labels[LABEL_NODE]
         text = "\n".join(split_lines(engine.logs(c.id, timestamps=True)))
         data = text.encode("utf-8")[-NODE_LOG_BYTES:]
         (folder / f"attempt-{a}").mkdir(parents=True, exist_ok=True)
         (folder / f"attempt-{a}" / f"node-{n}.log").write_bytes(data + (b"\n" if data else b""))
         ids.setdefault(a, {})[n] = c.id
     last = max(int(a) for a in ids)
-    cur = [c for c in found if _attempt(c.labels) == last]
+    cur = [c for c in found if attempt_of(c.labels) == last]
     codes = {c.labels[LABEL_NODE]: c.exit_code for c in cur if not c.running}
     hosts = {c.labels[LABEL_NODE]: c.host for c in cur if c.host}
     kept = load(folder)

@@ -25,7 +25,7 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
     found = [c for c in engine.containers(label=job_label(job)) if c.labels.get(history.LABEL_NODE, "").isdigit()]
     if not found:
         return None
-    attempt = max(history._attempt(c.labels) for c in found)
+    attempt = max(history.attempt_of(c.labels) for c in found)
     view = JobView(job, "docker", restarts=attempt)
     kept = history.find(job)
     if kept is not None and attempt > 0:

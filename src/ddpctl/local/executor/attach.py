@@ -28,6 +28,7 @@ from ddpctl.local.executor.lines import (
     label_width,
     parse_launch_failure,
     peer_loss_line,
+    says_lost_peer,
     split_rank,
 )
 from ddpctl.local.executor.stream import EngineWatch, Streams, await_engine, engine_wait_s
@@ -181,7 +182,7 @@ def _loop(job: Job, engine: Engine, streams: Streams, outcome: Outcome, *, out, 
             fails.pop(rank, None)
             read_line(outcome, split_rank(value)[1])
             found = LAUNCH_FAILURE.match(value)
-            if found and "lost a peer" in (found.group(3) or ""):
+            if found and says_lost_peer(found.group(3) or ""):
                 lost_peer.add(rank)
             if muted or (mute_after is not None and peer_loss_line(value)) or consume(live, value):
                 continue
@@ -250,7 +251,7 @@ def node_failure(engine: Engine, node: int, cid: str, code: int, *, stopped: boo
         by_signal = any(line.startswith("ddp-train-launch: stopped by ") for line in lines[-3:])
         return NodeFailure(node, code, secondary=stopped and (by_signal or code in (137, 143)))
     rank, _, notes, last = found
-    return NodeFailure(node, code, rank, last, secondary="lost a peer" in notes or (stopped and code == 143))
+    return NodeFailure(node, code, rank, last, secondary=says_lost_peer(notes) or (stopped and code == 143))
 
 
 def root_cause(failures: list[NodeFailure]) -> NodeFailure:

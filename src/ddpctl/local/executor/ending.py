@@ -94,7 +94,7 @@ def said_finished(job: Job, outcome: Outcome) -> JobFailed | None:
     """None when the program said it finished (ddp-train: its summary record with exit code 0; another
     program: every node exited 0 with every line read), else the one line why the job did not finish."""
     argv = list(job.plan.containers[0].argv) if job.plan.containers else []
-    at = restarts._ddp_train_at(argv)
+    at = restarts.ddp_train_at(argv)
     if at is None or _NO_RUN & set(argv[at + 1:at + 2] + [a for a in argv[at + 1:] if a.startswith("-")]):
         return None
     summary = outcome.summary

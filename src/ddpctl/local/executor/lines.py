@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ddpctl.local.restarts import retryable
+
 COLORS = ["\x1b[36m", "\x1b[33m", "\x1b[35m", "\x1b[32m", "\x1b[34m", "\x1b[31m"]
 RESET = "\x1b[0m"
 
@@ -16,6 +18,8 @@ RANK_LINE = re.compile(r"^rank-(\d+) \| ")
 LAUNCH_FAILURE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
 # ddp-train's own line for a retryable failure (ddp_train.__main__), e.g. a lost peer
 RETRYABLE_ERROR = re.compile(r"^ddp-train: error: .*; retryable, restart the job \(exit code (\d+)\)$")
+# The note the launcher's root-cause line carries for a lost peer or timeout (ddp_train.errors.LOST_PEER_TEXT)
+LOST_PEER = "lost a peer"
 PEER_GRACE_S = 5.0  # after a node that lost a peer exits, how long the others may take to report before a stop
 LAUNCHER = "ddp-train-launch"  # plain torchrun (a job started by an older ddpctl) does not prefix ranks
 
@@ -32,8 +36,13 @@ def peer_loss_line(line: str) -> bool:
     """Is ``line`` (a node's raw output line) a rank's or launcher's report of a retryable failure?"""
     found = LAUNCH_FAILURE.match(line)
     if found:
-        return "lost a peer" in (found.group(3) or "") or int(found.group(2)) >= 128
+        return says_lost_peer(found.group(3) or "") or retryable(int(found.group(2)))
     return bool(RETRYABLE_ERROR.match(split_rank(line)[1]))
+
+
+def says_lost_peer(notes: str) -> bool:
+    """Do the notes of a launcher's root-cause line (``, lost a peer``) say the rank failed because a peer did?"""
+    return LOST_PEER in notes
 
 
 def label(node: int, rank: int | None) -> str:
