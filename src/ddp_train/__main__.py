@@ -18,6 +18,7 @@ from .errors import (
     Preempted,
     TrainError,
     classify,
+    is_nccl_refusal,
 )
 
 COMPARE_EPILOG = """\
@@ -107,7 +108,11 @@ def main(argv=None) -> int:
     except BaseException as exc:  # noqa: BLE001 - map everything else to an exit code
         code = classify(exc)
         first = (str(exc).strip().splitlines() or [""])[0][:300]
-        if code >= RETRYABLE_MIN:
+        if is_nccl_refusal(exc):
+            print(f"ddp-train: error: NCCL refused this run's settings ({type(exc).__name__}: {first}); check the "
+                  f"NCCL_* environment variables (NCCL_ALGO, NCCL_PROTO, ...) against this topology; not retryable "
+                  f"(exit code {code})", file=sys.stderr)
+        elif code >= RETRYABLE_MIN:
             print(f"ddp-train: error: {LOST_PEER_TEXT} or timed out ({type(exc).__name__}: {first}); retryable, "
                   "restart the job (exit code {code})".replace("{code}", str(code)), file=sys.stderr)
         else:

@@ -86,6 +86,16 @@ AGENT_NETWORK_ERRORS = ("DistNetworkError", "DistStoreError", "RendezvousError",
                         "RendezvousConnectionError", "RendezvousClosedError", "RendezvousStateError")
 
 
+# NCCL refused the call itself (ncclInvalidUsage, ncclInvalidArgument): a setting such as NCCL_ALGO=Tree that this
+# topology or collective cannot run, not a network fault, so a restart would fail the same way (EXIT_USAGE).
+NCCL_REFUSAL_MARKERS = ("invalid usage", "invalid argument")
+
+
+def is_nccl_refusal(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "nccl" in text and any(m in text for m in NCCL_REFUSAL_MARKERS)
+
+
 def looks_like_lost_peer(line: str) -> bool:
     low = line.lower()
     return any(m in low for m in LOST_PEER_LINE_MARKERS)
@@ -95,6 +105,8 @@ def classify(exc: BaseException) -> int:
     """Exit code for an exception that escaped the training loop."""
     if isinstance(exc, TrainError):
         return exc.code
+    if is_nccl_refusal(exc):
+        return EXIT_USAGE
     try:
         import torch.distributed as dist
 
