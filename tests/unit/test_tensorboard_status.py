@@ -34,8 +34,8 @@ def test_describe_says_how_to_look_at_them():
     tb = tboard.locate(info(["ddp-train", "--tensorboard", "/checkpoints/tensorboard"],
                             [("volume", "tb-ckpt", "/checkpoints")]))
     assert tboard.describe(tb, "tb") == (
-        "tensorboard: event files in /checkpoints/tensorboard of tb-node-0 (volume tb-ckpt), kept by 'ddpctl down'; "
-        "copy them out with: docker cp tb-node-0:/checkpoints/tensorboard ./tb-tensorboard, then: tensorboard "
+        "tensorboard: event files in /checkpoints/tensorboard of tb-node-0 (volume tb-ckpt; 'ddpctl down' keeps a "
+        "copy); copy them out with: docker cp tb-node-0:/checkpoints/tensorboard ./tb-tensorboard, then: tensorboard "
         "--logdir ./tb-tensorboard")
     remote = dict(tb, host="ssh://me@gpu1")
     assert "docker -H ssh://me@gpu1 cp tb-node-0:" in tboard.describe(remote, "tb")

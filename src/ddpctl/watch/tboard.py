@@ -71,9 +71,9 @@ def describe(tb: dict, job: str) -> str:
     docker = ["docker"] + ((["-H", tb["host"]] if "://" in tb["host"] else ["--context", tb["host"]])
                            if tb.get("host") else [])
     local = f"./{job}-tensorboard"
-    volume = f" (volume {tb['volume']})" if tb.get("volume") else ""
-    return (f"tensorboard: event files in {tb['dir']} of {tb['container']}{volume}, kept by 'ddpctl down'; copy "
-            f"them out with: {shlex.join([*docker, 'cp', tb['container'] + ':' + tb['dir'], local])}, then: "
+    volume = f"volume {tb['volume']}; " if tb.get("volume") else ""
+    return (f"tensorboard: event files in {tb['dir']} of {tb['container']} ({volume}'ddpctl down' keeps a copy); "
+            f"copy them out with: {shlex.join([*docker, 'cp', tb['container'] + ':' + tb['dir'], local])}, then: "
             f"tensorboard --logdir {local}")
 
 
