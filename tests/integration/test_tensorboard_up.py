@@ -1,7 +1,8 @@
 """``ddpctl up --nodes 2 --tensorboard`` on the real Docker Engine: ddp-train writes its TensorBoard event files to
 ``/checkpoints/tensorboard`` on the job's volume, ``status`` says where they are and the ``docker cp`` it prints
 brings them to the host, ``down`` keeps a copy with the job's output, and tensorboard's own reader (on the host)
-reads both back with the loss values of the job's progress records.
+reads both back with the loss values of the job's progress records. The same job from a rendered compose file
+(docker-compose 1.29.2) writes them to the volume that file declares.
 
 The CPU image leaves the tensorboard package out (ddp-train then stops with "--tensorboard needs the tensorboard
 package"), so the job runs on a workspace image of the CPU image whose requirements.txt names tensorboard: what a
@@ -11,7 +12,9 @@ package index of pip's configuration, is needed once to fill it)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -69,7 +72,23 @@ def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engi
         assert after["kept"] and after["kept"].endswith(f"/{job_name}/tensorboard"), after
         assert _scalars(after["kept"]) == live
         assert f"tensorboard --logdir {after['kept']}" in ddpctl("status", job_name, check=True).stdout
+        # the same job from a rendered compose file (docker-compose 1.29.2): the volume the file declares
+        image = re.search(r", image (ddpctl-workspace/tb-project:ws-[0-9a-f]+) ", up.stderr).group(1)
+        out = tmp_path / "compose.yaml"
+        ddpctl("render", "compose", "--name", job_name, "-n", "2", "--image", image, "--tensorboard", "-o", str(out),
+               "--", *TRAIN, check=True)
+        compose = [shutil.which("docker-compose") or "docker-compose", "-f", str(out), "-p", job_name, "--no-ansi"]
+        run = subprocess.run([*compose, "up", "--abort-on-container-exit", "--no-color"], capture_output=True,
+                             text=True, timeout=400)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert engine.volumes.get(f"{job_name}-ckpt").attrs["Labels"]["ddpctl.job"] == job_name
+        assert subprocess.run(["docker", "cp", f"{job_name}-node-0:/checkpoints/tensorboard", "compose-tb"],
+                              cwd=tmp_path, capture_output=True, timeout=120).returncode == 0
+        assert [s for s, _ in _scalars(tmp_path / "compose-tb")["train/loss"]] == [s for s, _ in rank0]
     finally:
+        if (tmp_path / "compose.yaml").exists():
+            subprocess.run([shutil.which("docker-compose") or "docker-compose", "-f", str(tmp_path / "compose.yaml"),
+                            "-p", job_name, "down", "-v"], capture_output=True, timeout=120)
         ddpctl("down", job_name)
         for img in engine.images.list(name="ddpctl-workspace/tb-project"):
             if str(proj) != (img.labels or {}).get("ai.ddpctl.workspace.source"):
