@@ -41,12 +41,16 @@ def test_up_and_compose_put_the_files_on_the_volume_up_creates():
         assert svc["environment"]["DDPCTL_TENSORBOARD"] == "/checkpoints/tensorboard" == dict(c.env)["DDPCTL_TENSORBOARD"]
         assert svc["environment"]["DDPCTL_CHECKPOINTS"] == "/checkpoints"
     text = compose.render_text(_spec())["compose.yaml"]
-    assert "# TensorBoard: ddp-train writes event files to /checkpoints/tensorboard (volume tb-ckpt)" in text
+    assert ("# TensorBoard: ddp-train writes event files in /checkpoints/tensorboard on volume tb-ckpt; copy them "
+            "out with: docker cp tb-node-0:/checkpoints/tensorboard ./tb-tensorboard, then: tensorboard --logdir "
+            "./tb-tensorboard\n") in text
 
 
 def test_compose_uses_the_spec_mount_and_declares_no_volume():
     doc = compose.render(_spec(volumes=["./runs:/checkpoints"]))
     assert "volumes" not in doc and rs.compose_errors(doc) == []
+    header = compose.header(_spec(volumes=["./runs:/checkpoints"]), "compose.yaml")
+    assert "/checkpoints/tensorboard, which is ./runs/tensorboard on this host: tensorboard --logdir ./runs/tensorboard" in header
     assert all(s["volumes"] == ["./runs:/checkpoints"] and s["command"][-2:] == TB for s in doc["services"].values())
 
 

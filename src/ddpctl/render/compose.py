@@ -15,6 +15,7 @@ written as ``$$`` so compose does not interpolate it.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from ddpctl import launch
@@ -150,13 +151,26 @@ def header(spec: JobSpec, name: str) -> str:
     else:
         lines.append("# Start with: docker-compose -f <this file> up   (or: docker compose -f <this file> up)")
     if spec.tensorboard:
-        where = "your mount there" if launch.mounts_checkpoint_dir(spec) else f"volume {volume_name(spec.name)}"
-        lines.append(f"# TensorBoard: ddp-train writes event files to {launch.TENSORBOARD_DIR} ({where}"
-                     + (", on node 0's host" if spec.multi_host else "") + "); see 'watching a job' in ddpctl's README.")
+        who = "ddp-train writes" if launch.user_command(spec)[0].rsplit("/", 1)[-1] == "ddp-train" else \
+            "DDPCTL_TENSORBOARD tells your program to write"
+        lines.append(f"# TensorBoard: {who} event files in {launch.TENSORBOARD_DIR}" + _tensorboard_hint(spec))
     if spec.secret_env:
         names = " ".join(e.name for e in spec.secret_env)
         lines.append(f"# Secrets, not in this file: set {names} in the environment of docker-compose (or .env).")
     return "\n".join(lines) + "\n"
+
+
+def _tensorboard_hint(spec: JobSpec) -> str:
+    """Where the event files are on the host and how to look at them (rank 0, in node 0's container)."""
+    mount = next((v for v in spec.volumes if v.target == launch.CHECKPOINT_DIR), None)
+    if mount is not None and mount.source.startswith(("/", ".", "~")):
+        path = mount.source.rstrip("/") + "/tensorboard"
+        where = f"host {spec.hosts[0]} (node 0's)" if spec.multi_host else "this host"
+        return f", which is {path} on {where}: tensorboard --logdir {shlex.quote(path)}"
+    container, local = f"{spec.name}-node-0", f"./{spec.name}-tensorboard"
+    volume = mount.source if mount is not None else volume_name(spec.name)
+    return (f" on volume {volume}; copy them out with: docker cp {container}:{launch.TENSORBOARD_DIR} {local}, "
+            f"then: tensorboard --logdir {local}")
 
 
 def render_text(spec: JobSpec) -> dict[str, str]:
