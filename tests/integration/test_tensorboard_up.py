@@ -46,6 +46,7 @@ def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engi
         up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--workdir", str(proj), "--bake",
                     "--wheelhouse", str(house), "--tensorboard", "--", *TRAIN, timeout=900)
         assert up.returncode == 0, up.stderr[-3000:]
+        assert f"TensorBoard event files in /checkpoints/tensorboard ('ddpctl status {job_name}' says" in up.stderr
         st = json.loads(ddpctl("status", job_name, "--json", check=True).stdout)
         assert st["result"] == "succeeded" and st["progress"]["step"] == 16
         tb = st["tensorboard"]
@@ -73,7 +74,7 @@ def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engi
         assert _scalars(after["kept"]) == live
         assert f"tensorboard --logdir {after['kept']}" in ddpctl("status", job_name, check=True).stdout
         # the same job from a rendered compose file (docker-compose 1.29.2): the volume the file declares
-        image = re.search(r", image (ddpctl-workspace/tb-project:ws-[0-9a-f]+) ", up.stderr).group(1)
+        image = re.search(r", image (ddpctl-workspace/tb-project:ws-[0-9a-f]+)", up.stderr).group(1)
         out = tmp_path / "compose.yaml"
         ddpctl("render", "compose", "--name", job_name, "-n", "2", "--image", image, "--tensorboard", "-o", str(out),
                "--", *TRAIN, check=True)
