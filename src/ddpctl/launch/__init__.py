@@ -27,6 +27,10 @@ node, at run time, ``ddp-train-launch`` / ``ddp-train`` set ``NCCL_SOCKET_NTHREA
 unless ``/sys/class/infiniband`` shows a device NCCL may use or the env sets them (``ddp_train.netenv``). The
 spec's ``env`` overrides either (``DDP_TRAIN_NCCL_SOCKETS: "off"``, or its own NCCL values).
 
+TensorBoard (spec ``tensorboard``): ``ddp-train`` gets ``--tensorboard`` on the job's checkpoint directory
+(:data:`TENSORBOARD_DIR`, ``$DDPCTL_TENSORBOARD`` in a Slurm script) unless its command names one; every node gets
+the directory as ``DDPCTL_TENSORBOARD``. The volume there is each target's business (local.plan, render.*).
+
 The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``
 both work unchanged.
 """
