@@ -90,8 +90,8 @@ def _keep(engine, job: str, removing: bool) -> Path | None:
     cur = [c for c in found if _attempt(c.labels) == last]
     codes = {c.labels[LABEL_NODE]: c.exit_code for c in cur if not c.running}
     hosts = {c.labels[LABEL_NODE]: c.host for c in cur if c.host}
-    node0 = min(cur, key=lambda c: int(c.labels[LABEL_NODE]))  # rank 0 writes the TensorBoard files
-    tb = tboard.keep(engine, node0, folder) if removing else tboard.locate(node0)
+    node0 = min(cur, key=lambda c: int(c.labels[LABEL_NODE]), default=None)  # rank 0 writes TensorBoard files
+    tb = None if node0 is None else tboard.keep(engine, node0, folder) if removing else tboard.locate(node0)
     kept = load(folder)
     ranks, summary = rec_mod.collect(kept.texts() if kept else [])
     with open(folder / "progress.jsonl", "w", encoding="utf-8") as f:
