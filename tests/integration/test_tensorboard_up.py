@@ -67,8 +67,9 @@ def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engi
         assert [s for s, _ in live["eval/test_acc"]] == [8, 16]
         assert {"train/lr", "train/samples_per_sec"} <= set(live)
         # down removes the volume; the job's kept output has the files, and status says so
-        ddpctl("down", job_name, check=True)
+        down = ddpctl("down", job_name, check=True)
         assert not engine.volumes.list(filters={"name": f"{job_name}-ckpt"})
+        assert f"/{job_name} (TensorBoard event files: " in down.stderr and "/tensorboard)" in down.stderr
         after = json.loads(ddpctl("status", job_name, "--json", check=True).stdout)["tensorboard"]
         assert after["kept"] and after["kept"].endswith(f"/{job_name}/tensorboard"), after
         assert _scalars(after["kept"]) == live
