@@ -7,6 +7,8 @@ real address (the first host). Each service serialises a :class:`~ddpctl.local.p
 container model ``ddpctl up`` creates (launch contract, mounts, ipc/shm, ulimits, limits, GPU request), so the
 two cannot drift. ``user`` is written only when the spec sets it (``ddpctl up`` defaults to the caller's uid:gid;
 a portable file cannot), with ``HOME=/tmp`` for non-root. Relative host paths stay relative to the file.
+``tensorboard``: the job's checkpoint directory at /checkpoints, as ``ddpctl up`` has it (the spec's mount there,
+else the volume ``<job>-ckpt``, declared with that name), holds ddp-train's event files.
 
 Compatibility: no service-level ``gpus:`` and no top-level ``name:`` (docker-compose 1.x rejects both); GPUs
 are ``deploy.resources.reservations.devices``; ``ulimits`` are plain integers; every ``$`` in user text is
