@@ -104,6 +104,14 @@ def test_down_keeps_a_copy_of_files_on_the_volume_and_status_points_there(tmp_pa
     st = status.build(sources.kept_view(history.find("tb")), now=20.0)
     assert st["tensorboard"]["kept"] == str(kept)
     assert f"tensorboard: event files kept in {kept}; look at them with: tensorboard --logdir {kept}" in status.text(st)
+    # a new run of the name moves this folder aside: its copy goes with it, and status follows
+    e.c = ContainerInfo("c9", "tb-node-0", {"ddpctl.job": "tb", "ddpctl.node-rank": "0"}, "running", None, 2.0,
+                        command=LAUNCH + ("ddp-train", "--epochs", "1"))
+    history.keep(e, "tb")
+    (old,) = [d for d in folder.parent.iterdir() if d.name.startswith("tb@")]
+    moved = sources.kept_view(history.load(old))
+    assert moved.tensorboard["kept"] == str(old / "tensorboard") and (old / "tensorboard" / "sub" / "x").exists()
+    assert history.find("tb").meta["tensorboard"] is None  # the new run writes none
 
 
 def test_files_on_the_host_are_not_copied_and_a_failed_copy_says_so(tmp_path, monkeypatch):

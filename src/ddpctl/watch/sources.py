@@ -56,9 +56,11 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
 def kept_view(kept: history.Kept) -> JobView:
     m = kept.meta
     attempt = max((a for a, _ in kept.lines), default=0)
+    tb = m.get("tensorboard")
+    if tb and tb.get("kept"):  # in this folder, wherever it is now (a new run of the name moves the old one)
+        tb = {**tb, "kept": str(kept.folder / tboard.KEEP_DIR)}
     view = JobView(m.get("job", kept.folder.name), "kept", lines=kept.texts(), restarts=m.get("restarts", attempt),
-                   state=m.get("state") or "exited", result=m.get("result"), kept=str(kept.folder),
-                   tensorboard=m.get("tensorboard"))
+                   state=m.get("state") or "exited", result=m.get("result"), kept=str(kept.folder), tensorboard=tb)
     codes = m.get("exit_codes") or {}
     for (a, n), lines in sorted(kept.lines.items()):
         if a == attempt:
