@@ -133,3 +133,11 @@ def test_nothing_changes_without_tensorboard():
         text = "\n".join(render_files(target, spec_from_dict({"name": "tb", "nodes": 2, "volumes": SHARED}
                                                              if target != "slurm" else {"name": "tb"})).values())
         assert "tensorboard" not in text.lower()
+
+
+def test_env_cannot_set_the_directory_tensorboard_sets():
+    from ddpctl.errors import SpecError
+
+    with pytest.raises(SpecError, match="sets DDPCTL_TENSORBOARD, which tensorboard sets"):
+        _spec(env={"DDPCTL_TENSORBOARD": "/x"})
+    assert spec_from_dict({"name": "tb", "env": {"DDPCTL_TENSORBOARD": "/x"}}).env  # without tensorboard: yours
