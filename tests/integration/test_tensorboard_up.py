@@ -101,3 +101,14 @@ def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engi
                 engine.images.remove(f"ddpctl/workspace-deps:{deps}")
             except Exception:  # noqa: BLE001 - shared with another image, or gone
                 pass
+
+
+def test_up_tensorboard_on_an_image_without_the_package_stops_every_rank_alike(cpu_image, job_name):
+    """The CPU image as it is: every rank stops while parsing its flags with the same usage error (exit 2, not
+    restarted), none reports a lost peer; the job's exit code is 2."""
+    up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--tensorboard", "--max-restarts", "2",
+                "--", *TRAIN, timeout=300)
+    assert up.returncode == 2, up.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"rank-{rank} | ddp-train: error: --tensorboard needs the tensorboard package" in up.stdout, up.stdout
+    assert "lost a peer" not in up.stdout + up.stderr and "restart 1/2" not in up.stderr
