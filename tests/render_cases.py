@@ -26,6 +26,11 @@ COMPOSE = {
     "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"}, "secret_env": {"HF_TOKEN": "hf-token:token"}},
     "user": {"name": "usr", "nodes": 2, "user": "1000:1000", "workdir": "."},
     "workspace": {},  # WORKSPACE below
+    # tensorboard: ddp-train's event files on the job's checkpoint volume (declared with up's name), or on a mount
+    "tensorboard": {"name": "tb", "nodes": 2, "tensorboard": True},
+    "tensorboard-multi-host": {"name": "tbm", "nodes": 2, "network": "host", "hosts": ["10.0.0.1", "10.0.0.2"],
+                               "volumes": ["/shared/ckpt:/checkpoints"], "tensorboard": True,
+                               "command": ["python", "train.py"]},
 }
 
 PYTORCHJOB = {
@@ -38,6 +43,8 @@ PYTORCHJOB = {
              "kubernetes": {"gang": True, "scheduler_name": "volcano", "queue": "research",
                             "priority_class": "high"}},
     "kueue-istio": {"name": "kq", "nodes": 2, "kubernetes": {"kueue_queue": "team-a", "istio_sidecar": True}},
+    "tensorboard-restarts": {"name": "tb", "nodes": 2, "max_restarts": 2, "tensorboard": True,
+                             "volumes": ["/mnt/shared/ckpt:/checkpoints"]},
     "policies": {"name": "pol", "nodes": 2, "kubernetes": {
         "restart_policy": "ExitCode", "clean_pod_policy": "All", "ttl_seconds_after_finished": 60,
         "backoff_limit": 5, "active_deadline_seconds": 7200}},
@@ -68,6 +75,7 @@ TRAINJOB = {
                             "volumes": ["/data:/data:ro"], "env": {"K": "$(NOT_EXPANDED)"}},
     "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"},
                    "secret_env": {"HF_TOKEN": "hf-token:token", "WANDB_API_KEY": "wandb"}},
+    "tensorboard": {"name": "tb", "nodes": 2, "tensorboard": True, "volumes": ["/mnt/shared/ckpt:/checkpoints"]},
 }
 
 SLURM = {
@@ -94,6 +102,9 @@ SLURM = {
     "elastic": {"name": "el", "nodes": "2:4", "max_restarts": 1},
     "requeue-pyxis": {"name": "rqp", "nodes": 2, "volumes": ["/lustre/ckpt:/checkpoints"],
                       "slurm": {"container": "pyxis", "requeue": True}},
+    "tensorboard": {"name": "tb", "nodes": 2, "tensorboard": True},
+    "tensorboard-requeue-apptainer": {"name": "tba", "nodes": 2, "volumes": ["/lustre/ckpt:/checkpoints"],
+                                      "tensorboard": True, "slurm": {"container": "apptainer", "requeue": True}},
 }
 
 ALL = {"compose": COMPOSE, "pytorchjob": PYTORCHJOB, "trainjob": TRAINJOB, "slurm": SLURM}

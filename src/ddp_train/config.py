@@ -78,6 +78,10 @@ def parse_args(argv):
                              "--compile-scope model", EXIT_USAGE)
     if args.warmup_epochs < 0:
         raise TrainError("--warmup-epochs must be >= 0", EXIT_USAGE)
+    if args.tensorboard:  # every rank, before the process group: all stop alike, none sees a lost peer
+        from .tboard import require
+
+        require()
     return args
 
 

@@ -30,13 +30,26 @@ class _Writer:
         self.w.close()
 
 
+MISSING = ("--tensorboard needs the tensorboard package, which this environment lacks; install it (pip install "
+           "'ddpctl[tensorboard]' or pip install tensorboard; in an image: the CUDA image has it, or name it in your "
+           "workspace's requirements.txt) or drop --tensorboard")
+
+
+def require() -> None:
+    """Raise unless the tensorboard package imports. Every rank checks it while parsing its flags, before it
+    joins the process group: rank 0 alone (the writer) would otherwise stop after the others joined, and they
+    would report a lost peer (a retryable exit) instead of this one usage error."""
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        raise TrainError(MISSING, EXIT_USAGE) from None
+
+
 def open_writer(directory: str) -> _Writer:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise TrainError("--tensorboard needs the tensorboard package, which this environment lacks; install it "
-                         "(pip install 'ddpctl[tensorboard]' or pip install tensorboard) or drop --tensorboard",
-                         EXIT_USAGE) from None
+        raise TrainError(MISSING, EXIT_USAGE) from None
     try:
         os.makedirs(directory, exist_ok=True)
         return _Writer(SummaryWriter(log_dir=directory))

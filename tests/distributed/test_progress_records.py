@@ -48,6 +48,22 @@ def test_ddp_train_records_every_interval_on_every_rank_and_resume_from_checkpoi
     assert again[0]["checkpoint"]["step"] == 10
 
 
+def test_tensorboard_missing_stops_every_rank_alike_before_the_process_group(tmp_path):
+    """An environment without the tensorboard package (as the CPU image): made here by a package of that name
+    on PYTHONPATH whose import fails as a missing one does. Both ranks stop with the same usage error (exit 2),
+    none reports a lost peer."""
+    import os
+
+    shadow = tmp_path / "shadow" / "tensorboard"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'tensorboard'\")\n")
+    path = os.pathsep.join([str(tmp_path / "shadow"), os.environ.get("PYTHONPATH", "")])
+    p = torchrun(2, TOY + ["--max-steps", "2", "--tensorboard", str(tmp_path / "tb")], PYTHONPATH=path)[0]
+    assert p.returncode != 0
+    assert p.stderr.count("ddp-train: error: --tensorboard needs the tensorboard package") == 2, p.stderr[-3000:]
+    assert "lost a peer" not in p.stderr + p.stdout and not (tmp_path / "tb").exists()
+
+
 def test_progress_records_off(tmp_path):
     p = ok(torchrun(2, TOY + ["--max-steps", "4", "--log-interval", "1", "--progress-records", "off"])[0])
     assert records(p.stdout) == [] and summary(p)["steps"] == 4

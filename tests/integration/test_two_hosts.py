@@ -540,3 +540,25 @@ def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_
     assert after_down.returncode == 0 and after_down.stdout == before.stdout and before.stdout
     gone = status()
     assert gone["source"] == "kept" and gone["result"] == "succeeded" and gone["progress"]["step"] == 16
+
+
+def test_tensorboard_on_two_hosts_needs_one_shared_checkpoint_directory(two_hosts, cpu_image, job, tmp_path):
+    """Without a directory both hosts see at /checkpoints: one line, nothing created. With one (both daemons here
+    share this machine's file system), every node gets DDPCTL_TENSORBOARD in it: a script other than ddp-train
+    writes there from both hosts."""
+    base = ["up", "--name", job, "--nodes", "2", "--docker-hosts", ",".join(two_hosts.urls), "--hosts",
+            ",".join(two_hosts.addresses), "--image", cpu_image, "--tensorboard"]
+    refused = ddpctl(*base, "--", "true", env=_hosts_env(two_hosts))
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "--tensorboard on several Docker hosts needs one checkpoint directory" in refused.stderr
+    assert "-v /shared/ckpt:/checkpoints" in refused.stderr and "Traceback" not in refused.stderr
+    assert [h.labelled(job) for h in two_hosts.hosts] == [[], []]
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    script = ("import os; d = os.environ['DDPCTL_TENSORBOARD']; os.makedirs(d, exist_ok=True); "
+              "open(os.path.join(d, 'rank-' + os.environ['RANK']), 'w').write(os.environ['RANK'])")
+    up = ddpctl(*base, "-v", f"{shared}:/checkpoints", "--rm", "--", "python", "-c", script,
+                env=_hosts_env(two_hosts), timeout=400)
+    assert up.returncode == 0, up.stderr[-2000:]
+    assert sorted(p.name for p in (shared / "tensorboard").iterdir()) == ["rank-0", "rank-1"]
+    assert [h.labelled(job) for h in two_hosts.hosts] == [[], []]

@@ -215,3 +215,17 @@ def test_restarts_on_several_hosts_need_a_shared_checkpoint_directory():
     with pytest.raises(UsageError, match="needs one checkpoint directory all of them see"):
         executor.up_hosts(plan_local(spec, cwd=__import__("pathlib").Path("/")), engine, environ={})
     assert not a.box and not b.box
+
+
+def test_tensorboard_on_several_hosts_needs_a_shared_checkpoint_directory():
+    a, b = MemoryEngine(), MemoryEngine()
+    engine = HostsEngine([NamedEngine("A", a), NamedEngine("B", b)])
+    data = {"name": "mh", "nodes": 2, "docker_hosts": "tcp://a:2376,tcp://b:2376", "hosts": "10.0.0.1,10.0.0.2",
+            "tensorboard": True}
+    with pytest.raises(UsageError) as info:
+        executor.up_hosts(plan_local(load_spec(None, data), cwd=__import__("pathlib").Path("/")), engine, environ={})
+    assert str(info.value).startswith("--tensorboard on several Docker hosts needs one checkpoint directory")
+    assert "drop --tensorboard" in str(info.value) and "--max-restarts" not in str(info.value)
+    assert not a.box and not b.box
+    shared = plan_local(load_spec(None, {**data, "volumes": ["/shared/ckpt:/checkpoints"]}), cwd=__import__("pathlib").Path("/"))
+    assert shared.checkpoint_volume is None and shared.containers[1].argv[-2:] == ("--tensorboard", "/checkpoints/tensorboard")

@@ -147,12 +147,10 @@ def test_live_line_on_a_terminal_and_nothing_without_one():
     assert live.LiveLine.on(io.StringIO()) is None and live.consume(None, rec(0, 1, 1.0))
 
 
-def test_up_tensorboard_puts_the_event_files_on_the_job_volume_and_render_refuses_it():
+def test_up_tensorboard_puts_the_event_files_on_the_job_volume():
     from pathlib import Path
 
-    from ddpctl.errors import UnsupportedFeature
     from ddpctl.local.plan import plan_local
-    from ddpctl.render import render_files
     from ddpctl.spec import spec_from_dict
 
     plan = plan_local(spec_from_dict({"name": "tb", "nodes": 2, "tensorboard": True}), cwd=Path("/tmp"))
@@ -163,9 +161,6 @@ def test_up_tensorboard_puts_the_event_files_on_the_job_volume_and_render_refuse
     own = plan_local(spec_from_dict({"name": "tb", "tensorboard": True, "command": ["ddp-train", "--tensorboard",
                                                                                      "/x"]}), cwd=Path("/tmp"))
     assert own.containers[0].argv.count("--tensorboard") == 1
-    for target in ("compose", "pytorchjob", "trainjob", "slurm"):
-        with pytest.raises(UnsupportedFeature, match="tensorboard"):
-            render_files(target, spec_from_dict({"name": "tb", "tensorboard": True}))
 
 
 def test_one_fast_interval_does_not_swing_the_eta():

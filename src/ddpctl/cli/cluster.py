@@ -247,6 +247,9 @@ def down(
             vols = f" and {n_v} volume(s)" if n_v else ""
             kept = history.find(j) if n_c else None
             where = f"; its output is kept in {kept.folder}" if kept else ""
+            tb = (kept.meta.get("tensorboard") or {}) if kept else {}
+            files = tb.get("kept") or tb.get("host_path")
+            where += f" (TensorBoard event files: {files})" if files else ""
             err(f"job {j}: removed {n_c} container(s){',' if vols else ' and'} {n_n} network(s){vols}{where}")
         else:
             err(f"job {j}: nothing to remove")

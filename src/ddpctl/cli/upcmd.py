@@ -128,16 +128,20 @@ def up(**kw) -> None:
                          "drop -d (keep it running with nohup or tmux), or use --max-restarts 0")
     from ddpctl.host import gpu_count as host_gpu_count
     from ddpctl.local import restarts
+    from ddpctl.watch import tboard
 
     started = executor.start_job(plan, engine, several=several, resume=resume, say=err,
                                  host_gpus=0 if several or not plan.wants_gpus else host_gpu_count())
     job = started.job
     on = f" on {len(spec.docker_hosts)} Docker host(s)" if several else ""
     where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
+    tb_dir = tboard.flag_value(plan.containers[0].argv)
     err(f"job {plan.job}: {len(job.ids)} node(s){on}, world size {plan.world_size}, image {plan.image}"
         + (f", up to {plan.max_restarts} restart(s), checkpoints in {restarts.CHECKPOINT_DIR} ({where})"
            if plan.max_restarts else "")
         + (", resuming from its checkpoints" if resume else "")
+        + (f", TensorBoard event files in {tb_dir} ('ddpctl status {plan.job}' says where and how to look at them)"
+           if tb_dir else "")
         + f" (started in {started.seconds:.1f}s)")
     note = restarts.checkpoint_cadence_note(plan.containers[0].argv) if plan.max_restarts else None
     if note:

@@ -60,7 +60,8 @@ def status_cmd(
     rank its step/total, %, samples/s, loss, ETA and last checkpoint, the slowest rank marked. Reads the
     progress records the ranks write (ddp-train does; any script can: ddp_train.progress.report, or the
     Lightning callback ddp_train.lightning_progress.ProgressCallback). After 'ddpctl down' it reads the job's
-    kept output.
+    kept output. A job whose ddp-train writes TensorBoard event files (--tensorboard) gets a line saying where
+    they are and how to look at them.
 
     Examples:
 

@@ -194,6 +194,8 @@ class DockerEngine(Engine):
             created=_epoch(attrs.get("Created")), oom_killed=bool(state.get("OOMKilled")),
             command=tuple(str(a) for a in ([attrs.get("Path")] if attrs.get("Path") else [])
                           + list(attrs.get("Args") or [])),
+            mounts=tuple((str(m.get("Type", "")), str(m.get("Name") or m.get("Source") or ""),
+                          str(m.get("Destination", ""))) for m in attrs.get("Mounts") or []),
         )
 
     def containers(self, label: str | None = None, name: str | None = None) -> list[ContainerInfo]:
@@ -225,6 +227,9 @@ class DockerEngine(Engine):
         if follow:
             return self.api.logs(cid, stream=True, **kw)
         return iter([self.api.logs(cid, stream=False, **kw)])
+
+    def get_archive(self, cid: str, path: str) -> Iterator[bytes]:
+        return self.api.get_archive(cid, path)[0]
 
     def wait(self, cid: str) -> int:
         try:

@@ -163,6 +163,9 @@ class HostsEngine(Engine):
              timestamps: bool = False) -> Iterator[bytes]:
         return self._host(cid).engine.logs(cid, follow=follow, tail=tail, since=since, timestamps=timestamps)
 
+    def get_archive(self, cid: str, path: str) -> Iterator[bytes]:
+        return self._host(cid).engine.get_archive(cid, path)
+
     def wait(self, cid: str) -> int:
         return self._host(cid).engine.wait(cid)
 

@@ -27,6 +27,10 @@ node, at run time, ``ddp-train-launch`` / ``ddp-train`` set ``NCCL_SOCKET_NTHREA
 unless ``/sys/class/infiniband`` shows a device NCCL may use or the env sets them (``ddp_train.netenv``). The
 spec's ``env`` overrides either (``DDP_TRAIN_NCCL_SOCKETS: "off"``, or its own NCCL values).
 
+TensorBoard (spec ``tensorboard``): ``ddp-train`` gets ``--tensorboard`` on the job's checkpoint directory
+(:data:`TENSORBOARD_DIR`, ``$DDPCTL_TENSORBOARD`` in a Slurm script) unless its command names one; every node gets
+the directory as ``DDPCTL_TENSORBOARD``. The volume there is each target's business (local.plan, render.*).
+
 The user's command is run with ``torchrun --no-python``, so ``ddp-train ...`` and ``python train.py ...``
 both work unchanged.
 """
@@ -49,6 +53,7 @@ from ddpctl.launch.commands import (  # noqa: F401
     slurm_command,
     slurm_resumes,
     slurm_store_command,
+    slurm_tensorboard_dir,
 )
 from ddpctl.launch.names import (  # noqa: F401
     CHECKPOINT_DIR,
@@ -61,17 +66,21 @@ from ddpctl.launch.names import (  # noqa: F401
     MANAGED_BY,
     PET_VARS,
     STACK_ULIMIT,
+    TENSORBOARD_DIR,
+    TENSORBOARD_ENV,
     TRAINJOB_MASTER_PORT,
     GpuRequest,
     NodeLaunch,
     ShellExpr,
     labels,
     master_addr,
+    mounts_checkpoint_dir,
     network_name,
     node_name,
     pytorchjob_pod_name,
     restarts,
     resume_command,
+    tensorboard_command,
     trainjob_master_addr,
     user_command,
     with_command,

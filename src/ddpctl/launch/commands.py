@@ -7,6 +7,8 @@ from ddpctl.launch.argv import base_env, gpu_requests, torchrun_argv
 from ddpctl.launch.names import (
     CHECKPOINT_DIR,
     EXIT_CODE_LAUNCHER,
+    TENSORBOARD_DIR,
+    TENSORBOARD_ENV,
     NodeLaunch,
     ShellExpr,
     labels,
@@ -14,6 +16,8 @@ from ddpctl.launch.names import (
     node_name,
     restarts,
     resume_command,
+    tensorboard_command,
+    user_command,
     with_command,
 )
 from ddpctl.launch.threads import nodes_per_host, thread_env
@@ -39,6 +43,8 @@ def local_nodes(spec: JobSpec, *, host_cpus: float | None = None, torchrun_resta
     addr = master_addr(spec)
     gpus = gpu_requests(spec)
     env = base_env(spec, thread_env(spec, host_cpus=host_cpus, sharing=nodes_per_host(spec)))
+    if spec.tensorboard:  # the directory is on the job's checkpoint volume (local.plan, render.compose)
+        env.setdefault(TENSORBOARD_ENV, TENSORBOARD_DIR)
     out = []
     for rank in range(spec.nodes):
         argv = torchrun_argv(
@@ -51,6 +57,8 @@ def local_nodes(spec: JobSpec, *, host_cpus: float | None = None, torchrun_resta
             restarts=torchrun_restarts,
         )
         argv[0] = EXIT_CODE_LAUNCHER  # torchrun with rank-prefixed whole lines and a root-cause line
+        if spec.tensorboard:
+            argv = with_command(argv, spec, tensorboard_command(user_command(spec), TENSORBOARD_DIR))
         out.append(NodeLaunch(rank=rank, name=node_name(spec, rank), argv=tuple(argv),
                               env=tuple(env.items()), gpus=gpus[rank],
                               labels=tuple(labels(spec, rank).items())))
@@ -59,7 +67,10 @@ def local_nodes(spec: JobSpec, *, host_cpus: float | None = None, torchrun_resta
 
 def operator_env(spec: JobSpec) -> dict[str, str]:
     """PyTorchJob and TrainJob container env: one pod per node, threads from the CPU limit or at run time."""
-    return base_env(spec, thread_env(spec))
+    env = base_env(spec, thread_env(spec))
+    if spec.tensorboard:  # on the volume the spec mounts at /checkpoints (render.k8spod refuses it without one)
+        env.setdefault(TENSORBOARD_ENV, TENSORBOARD_DIR)
+    return env
 
 
 def operator_command(spec: JobSpec) -> list[str]:
@@ -72,9 +83,10 @@ def operator_command(spec: JobSpec) -> list[str]:
     argv = torchrun_argv(spec)
     if spec.restart_policy == "ExitCode":
         argv[0] = EXIT_CODE_LAUNCHER
-    if restarts(spec):  # a recreated pod, or torchrun's own restart, resumes from the last checkpoint
-        argv = with_command(argv, spec, resume_command(spec))
-    return argv
+    cmd = resume_command(spec) if restarts(spec) else user_command(spec)  # a recreated pod resumes
+    if spec.tensorboard:
+        cmd = tensorboard_command(cmd, TENSORBOARD_DIR)
+    return with_command(argv, spec, cmd)
 
 
 def slurm_command(spec: JobSpec) -> list[str]:
@@ -95,11 +107,14 @@ def slurm_command(spec: JobSpec) -> list[str]:
         rdzv_id=ShellExpr('"$SLURM_JOB_ID"'),
         rdzv_conf="is_host=false",
     )
+    cmd = user_command(spec)
     if slurm_resumes(spec):
         # ddp-train-launch: a SIGTERM ends in one line and exit 143 (ddp-train's checkpoint), not a traceback
         argv[0] = EXIT_CODE_LAUNCHER
-        argv = with_command(argv, spec, resume_command(spec, slurm_checkpoint_dir(spec)))
-    return argv
+        cmd = resume_command(spec, slurm_checkpoint_dir(spec))
+    if spec.tensorboard:
+        cmd = tensorboard_command(cmd, slurm_tensorboard_dir(spec))
+    return with_command(argv, spec, cmd)
 
 
 SLURM_CHECKPOINT_ENV = "DDPCTL_CHECKPOINTS"
@@ -117,6 +132,14 @@ def slurm_checkpoint_dir(spec: JobSpec) -> str:
     if spec.slurm.container != "none":
         return CHECKPOINT_DIR
     return ShellExpr(f'"${SLURM_CHECKPOINT_ENV}"')
+
+
+def slurm_tensorboard_dir(spec: JobSpec) -> str:
+    """Where a Slurm job's ddp-train writes its TensorBoard event files: ``$DDPCTL_TENSORBOARD``, which the script
+    exports as ``$DDPCTL_CHECKPOINTS/tensorboard`` (:data:`TENSORBOARD_DIR` inside a container)."""
+    if spec.slurm.container != "none":
+        return TENSORBOARD_DIR
+    return ShellExpr(f'"${TENSORBOARD_ENV}"')
 
 
 # The rendezvous store of a Slurm job: a TCPStore server (torch is where torchrun is) that waits for SIGTERM.

@@ -142,6 +142,26 @@ def resume_command(spec: JobSpec, output_dir: str = CHECKPOINT_DIR) -> list[str]
     return cmd
 
 
+# ``tensorboard``: the directory under the job's checkpoint directory that ddp-train writes its TensorBoard event
+# files to; every node also gets it as DDPCTL_TENSORBOARD, for any other program.
+TENSORBOARD_ENV = "DDPCTL_TENSORBOARD"
+TENSORBOARD_DIR = f"{CHECKPOINT_DIR}/tensorboard"
+
+
+def mounts_checkpoint_dir(spec: JobSpec) -> bool:
+    """Does the spec mount a volume of its own at :data:`CHECKPOINT_DIR`?"""
+    return any(v.target == CHECKPOINT_DIR for v in spec.volumes)
+
+
+def tensorboard_command(cmd: list[str], directory: str) -> list[str]:
+    """A ``tensorboard`` job's command: ``ddp-train`` gets ``--tensorboard DIR`` unless its command names a
+    directory of its own; any other program is left as it is (it finds ``DIR`` in :data:`TENSORBOARD_ENV`)."""
+    if cmd[0].rsplit("/", 1)[-1] != "ddp-train" or any(w == "--tensorboard" or w.startswith("--tensorboard=")
+                                                       for w in cmd[1:]):
+        return cmd
+    return [*cmd, "--tensorboard", directory]
+
+
 def with_command(argv: list[str], spec: JobSpec, command: list[str]) -> list[str]:
     """``argv`` (from :func:`torchrun_argv`) with the user command after ``--no-python`` replaced."""
     return argv[:len(argv) - len(user_command(spec))] + command

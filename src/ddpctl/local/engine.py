@@ -25,6 +25,7 @@ class ContainerInfo:
     oom_killed: bool = False
     command: tuple[str, ...] = ()  # the container's argv (entrypoint + cmd)
     host: str = ""  # the Docker host it runs on, as the user named it (several hosts only)
+    mounts: tuple[tuple[str, str, str], ...] = ()  # (type "bind"|"volume", host path or volume name, target)
 
     @property
     def running(self) -> bool:
@@ -126,6 +127,10 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def remove_container(self, cid: str) -> None: ...
+
+    def get_archive(self, cid: str, path: str) -> Iterator[bytes]:
+        """A tar stream of ``path`` in container ``cid`` (running or not; mounted volumes included)."""
+        raise NotImplementedError
 
     def pull_image(self, ref: str) -> None:
         """Pull ``ref`` from its registry (an engine that cannot pull says so)."""

@@ -218,32 +218,32 @@ def plan_containers(spec: JobSpec, *, cwd: Path | None, default_user: str | None
     ) for node in launch.local_nodes(spec, host_cpus=host_cpus, torchrun_restarts=torchrun_restarts))
 
 
+def with_checkpoint_dir(containers: tuple[ContainerPlan, ...], job: str) -> tuple[tuple[ContainerPlan, ...], str | None]:
+    """The containers with the job's checkpoint directory at /checkpoints (``DDPCTL_CHECKPOINTS``): the spec's
+    own mount there, else the named volume ``<job>-ckpt`` (returned; None with the spec's mount)."""
+    volume = None if any(m.target == restarts.CHECKPOINT_DIR for m in containers[0].mounts) else restarts.volume_name(job)
+    extra = (Mount(volume, restarts.CHECKPOINT_DIR, False, False),) if volume else ()
+    return tuple(replace(c, mounts=c.mounts + extra, env=c.env + ((restarts.CHECKPOINT_ENV, restarts.CHECKPOINT_DIR),))
+                 for c in containers), volume
+
+
 def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
                host_cpus: float | None = None) -> LocalPlan:
     """The containers and network of ``spec`` on this host (``ddpctl up``); see :func:`plan_containers`. With
     ``docker_hosts`` node *i* runs on Docker host *i* with host networking
     (:class:`ddpctl.dockerengine.hostsengine.HostsEngine` places them)."""
     SUPPORT.check(spec)
-    containers = plan_containers(spec, cwd=cwd, default_user=default_user, host_cpus=host_cpus,
-                                 torchrun_restarts=False)
+    containers = plan_containers(spec, cwd=cwd, default_user=default_user, host_cpus=host_cpus, torchrun_restarts=False)
     volume = None
-    if spec.tensorboard:  # ddp-train's event files go to the checkpoint directory, mounted below
-        containers = tuple(replace(c, argv=restarts.tensorboard_argv(c.argv)) for c in containers)
-    if spec.max_restarts or spec.tensorboard:
-        # ddpctl.local.restarts: the checkpoint directory, the argv of the first start and restarts
-        if not any(m.target == restarts.CHECKPOINT_DIR for m in containers[0].mounts):
-            volume = restarts.volume_name(spec.name)
-        extra = (Mount(volume, restarts.CHECKPOINT_DIR, False, False),) if volume else ()
-        containers = tuple(replace(
-            c, mounts=c.mounts + extra, env=c.env + ((restarts.CHECKPOINT_ENV, restarts.CHECKPOINT_DIR),),
-            argv=restarts.first_argv(c.argv) if spec.max_restarts else c.argv,
-            restart_argv=restarts.restart_argv(c.argv) if spec.max_restarts else None) for c in containers)
-    host_network = spec.network == "host"
+    if spec.max_restarts or spec.tensorboard:  # ddp-train's checkpoints, its event files (launch: --tensorboard)
+        containers, volume = with_checkpoint_dir(containers, spec.name)
+    if spec.max_restarts:  # ddpctl.local.restarts: the argv of the first start and of a restart
+        containers = tuple(replace(c, argv=restarts.first_argv(c.argv), restart_argv=restarts.restart_argv(c.argv))
+                           for c in containers)
     return LocalPlan(job=spec.name, image=spec.resolved_image, network=containers[0].network,
-                     network_labels=tuple(launch.labels(spec).items()), containers=containers,
-                     port=spec.port, world_size=spec.world_size, host_network=host_network,
-                     max_restarts=spec.max_restarts, checkpoint_volume=volume,
-                     docker_hosts=spec.docker_hosts)
+                     network_labels=tuple(launch.labels(spec).items()), containers=containers, port=spec.port,
+                     world_size=spec.world_size, host_network=spec.network == "host", max_restarts=spec.max_restarts,
+                     checkpoint_volume=volume, docker_hosts=spec.docker_hosts)
 
 
 def container_request(c: ContainerPlan, secrets: Mapping[str, str] | None = None, *,

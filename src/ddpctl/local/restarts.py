@@ -50,16 +50,6 @@ def _has_flag(args: list[str], flag: str) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in args)
 
 
-def tensorboard_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """``up --tensorboard``: ddp-train writes its event files to the job's checkpoint directory (unless its command
-    names a --tensorboard DIR of its own); any other program is left as it is."""
-    out = list(argv)
-    i = ddp_train_at(out)
-    if i is not None and not _has_flag(out[i + 1:], "--tensorboard"):
-        out += ["--tensorboard", f"{CHECKPOINT_DIR}/tensorboard"]
-    return tuple(out)
-
-
 def first_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
     """The node argv of the first start: ddp-train writes its checkpoints to the job's checkpoint directory."""
     out = list(argv)

@@ -7,6 +7,8 @@ real address (the first host). Each service serialises a :class:`~ddpctl.local.p
 container model ``ddpctl up`` creates (launch contract, mounts, ipc/shm, ulimits, limits, GPU request), so the
 two cannot drift. ``user`` is written only when the spec sets it (``ddpctl up`` defaults to the caller's uid:gid;
 a portable file cannot), with ``HOME=/tmp`` for non-root. Relative host paths stay relative to the file.
+``tensorboard``: the job's checkpoint directory at /checkpoints, as ``ddpctl up`` has it (the spec's mount there,
+else the volume ``<job>-ckpt``, declared with that name), holds ddp-train's event files.
 
 Compatibility: no service-level ``gpus:`` and no top-level ``name:`` (docker-compose 1.x rejects both); GPUs
 are ``deploy.resources.reservations.devices``; ``ulimits`` are plain integers; every ``$`` in user text is
@@ -15,22 +17,25 @@ written as ``$$`` so compose does not interpolate it.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from ddpctl import launch
-from ddpctl.local.plan import ContainerPlan, plan_containers
+from ddpctl.local.plan import ContainerPlan, is_root, plan_containers, with_checkpoint_dir
+from ddpctl.local.restarts import volume_name
 from ddpctl.render import escape_dollars, to_yaml, wssection
 from ddpctl.spec import JobSpec
 from ddpctl.spec.units import docker_size
 from ddpctl.targets import Support, Unsupported
 
 TARGET = "compose"
+CKPT = launch.CHECKPOINT_DIR
 
 # Compose honours every core spec field but docker_hosts; the kubernetes/slurm sections are other targets' options.
 SUPPORT = Support(TARGET, sections=("nccl", wssection.SECTION), honours=wssection.HONOURS | frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
     "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "master_addr",
-    "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
+    "max_restarts", "memlock", "cpus_per_node", "memory_per_node", "tensorboard",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
 }), unsupported=wssection.UNSUPPORTED + (
     Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
@@ -38,8 +43,15 @@ SUPPORT = Support(TARGET, sections=("nccl", wssection.SECTION), honours=wssectio
                 "torchrun's elastic c10d rendezvous needs nodes that may come and go",
                 "give a fixed node count (max_restarts for restarts), or render a pytorchjob or a slurm script",
                 fields=("min_nodes",)),
-    Unsupported("tensorboard", lambda s: s.tensorboard, "it is an option of ddpctl up (event files on the job's checkpoint volume)",
-                "drop tensorboard and give ddp-train --tensorboard DIR on a volume you mount (volumes)"),
+    Unsupported("tensorboard on several hosts without a shared /checkpoints",
+                lambda s: s.tensorboard and s.multi_host and not launch.mounts_checkpoint_dir(s),
+                "each host's file would get a checkpoint volume of its own, and the event files belong in the job's "
+                "one checkpoint directory", f"mount a directory every host sees there: -v /shared/ckpt:{CKPT}",
+                fields=()),
+    Unsupported("tensorboard as a user other than root without a volume at /checkpoints",
+                lambda s: s.tensorboard and not is_root(s.user) and not launch.mounts_checkpoint_dir(s),
+                "the job's new checkpoint volume belongs to root, so that user could not write the event files",
+                f"mount a directory the user owns there: -v ./runs:{CKPT}", fields=()),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts),
                 "it says where 'ddpctl up' starts each node; a compose file runs wherever docker-compose points",
                 "drop docker_hosts (keep hosts) and run each file on its host: "
@@ -87,7 +99,19 @@ def _service(c: ContainerPlan, *, depends_on: str | None = None) -> dict[str, An
 def _containers(spec: JobSpec) -> tuple[ContainerPlan, ...]:
     # Host paths stay as the spec has them: load_spec made them absolute; otherwise docker-compose resolves them
     # against the file's directory. No default user: a file to share cannot know who will run it.
-    return plan_containers(spec, cwd=None)
+    containers = plan_containers(spec, cwd=None)
+    if spec.tensorboard:  # the event files go to the job's checkpoint directory, as with ddpctl up
+        containers, _ = with_checkpoint_dir(containers, spec.name)
+    return containers
+
+
+def _checkpoint_volume(spec: JobSpec) -> dict[str, Any]:
+    """The top-level declaration of the job's checkpoint volume ``<job>-ckpt`` (the name ``ddpctl up`` gives it,
+    without compose's project prefix), when the job uses one."""
+    if not spec.tensorboard or launch.mounts_checkpoint_dir(spec):
+        return {}
+    name = volume_name(spec.name)
+    return {"volumes": {name: {"name": name, "labels": launch.labels(spec)}}}
 
 
 def render(spec: JobSpec) -> dict[str, Any]:
@@ -101,6 +125,7 @@ def render(spec: JobSpec) -> dict[str, Any]:
                                         for c in containers}}
     if containers[0].network:
         doc["networks"] = {containers[0].network: {"driver": "bridge"}}
+    doc.update(_checkpoint_volume(spec))
     return doc
 
 
@@ -127,10 +152,27 @@ def header(spec: JobSpec, name: str) -> str:
                      f"(master {launch.master_addr(spec)}:{spec.port}) with: docker-compose -f <this file> up")
     else:
         lines.append("# Start with: docker-compose -f <this file> up   (or: docker compose -f <this file> up)")
+    if spec.tensorboard:
+        who = "ddp-train writes" if launch.user_command(spec)[0].rsplit("/", 1)[-1] == "ddp-train" else \
+            "DDPCTL_TENSORBOARD tells your program to write"
+        lines.append(f"# TensorBoard: {who} event files in {launch.TENSORBOARD_DIR}" + _tensorboard_hint(spec))
     if spec.secret_env:
         names = " ".join(e.name for e in spec.secret_env)
         lines.append(f"# Secrets, not in this file: set {names} in the environment of docker-compose (or .env).")
     return "\n".join(lines) + "\n"
+
+
+def _tensorboard_hint(spec: JobSpec) -> str:
+    """Where the event files are on the host and how to look at them (rank 0, in node 0's container)."""
+    mount = next((v for v in spec.volumes if v.target == launch.CHECKPOINT_DIR), None)
+    if mount is not None and mount.source.startswith(("/", ".", "~")):
+        path = mount.source.rstrip("/") + "/tensorboard"
+        where = f"host {spec.hosts[0]} (node 0's)" if spec.multi_host else "this host"
+        return f", which is {path} on {where}: tensorboard --logdir {shlex.quote(path)}"
+    container, local = f"{spec.name}-node-0", f"./{spec.name}-tensorboard"
+    volume = mount.source if mount is not None else volume_name(spec.name)
+    return (f" on volume {volume}; copy them out with: docker cp {container}:{launch.TENSORBOARD_DIR} {local}, "
+            f"then: tensorboard --logdir {local}")
 
 
 def render_text(spec: JobSpec) -> dict[str, str]:

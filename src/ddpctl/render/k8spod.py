@@ -18,7 +18,7 @@ KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # memory-backed /dev/shm of shm_size (or kubernetes.shm_size).
 COMMON_HONOURS = frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "backend", "command", "env", "secret_env",
-    "volumes", "ipc", "shm_size", "max_restarts", "memlock", "cpus_per_node", "memory_per_node",
+    "volumes", "ipc", "shm_size", "max_restarts", "memlock", "cpus_per_node", "memory_per_node", "tensorboard",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
     "kubernetes.namespace", "kubernetes.active_deadline_seconds", "kubernetes.kueue_queue",
     "kubernetes.istio_sidecar", "kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.service_account",
@@ -28,9 +28,11 @@ SECTIONS = ("nccl", "kubernetes", wssection.SECTION)
 
 # Spec features that make sense for Docker/Slurm but not for a pod that Kubernetes places itself.
 COMMON_UNSUPPORTED: tuple[Unsupported, ...] = wssection.UNSUPPORTED + (
-    Unsupported("tensorboard", lambda s: s.tensorboard, "it is an option of ddpctl up (event files on the job's "
-                "checkpoint volume)", "drop tensorboard and give ddp-train --tensorboard DIR on a volume you mount "
-                "(volumes)"),
+    Unsupported("tensorboard without a volume at /checkpoints",
+                lambda s: s.tensorboard and not launch.mounts_checkpoint_dir(s),
+                f"ddp-train writes the event files to {launch.TENSORBOARD_DIR}, and a pod's own file system goes "
+                "with the pod", f"mount storage every pod sees there: -v /mnt/shared/ckpt:{launch.CHECKPOINT_DIR}",
+                fields=()),
     Unsupported("hosts", lambda s: bool(s.hosts), "Kubernetes places pods on nodes itself",
                 "drop hosts, or use kubernetes.node_selector"),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Kubernetes runs the pods, not Docker hosts",

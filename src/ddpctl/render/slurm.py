@@ -27,12 +27,11 @@ TARGET = "slurm"
 SUPPORT = Support(TARGET, sections=("nccl", "slurm", wssection.SECTION), honours=wssection.HONOURS | frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "backend", "port", "command", "env", "secret_env",
     "volumes", "workdir", "network", "hosts", "master_addr", "max_restarts", "cpus_per_node", "memory_per_node",
+    "tensorboard",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
     "slurm.partition", "slurm.account", "slurm.qos", "slurm.time", "slurm.cpus_per_task", "slurm.mem",
     "slurm.container", "slurm.container_image", "slurm.output", "min_nodes", "slurm.requeue", "slurm.signal_seconds",
 }), unsupported=wssection.UNSUPPORTED + (
-    Unsupported("tensorboard", lambda s: s.tensorboard, "it is an option of ddpctl up (event files on the job's checkpoint volume)",
-                "drop tensorboard and give ddp-train --tensorboard DIR on a volume you mount (volumes)"),
     Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
                 "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Slurm starts the job on the nodes it allocates",
@@ -59,6 +58,10 @@ SUPPORT = Support(TARGET, sections=("nccl", "slurm", wssection.SECTION), honours
                 and not any(v.target == launch.CHECKPOINT_DIR for v in s.volumes),
                 f"a requeued or restarted job resumes from {launch.CHECKPOINT_DIR}, which must be a shared directory",
                 f"mount one there: -v /shared/ckpt:{launch.CHECKPOINT_DIR}", fields=()),
+    Unsupported("tensorboard in a container without a volume at /checkpoints",
+                lambda s: s.tensorboard and s.slurm.container != "none" and not launch.mounts_checkpoint_dir(s),
+                f"ddp-train writes the event files to {launch.TENSORBOARD_DIR}, which would go with the container",
+                f"mount a shared directory there: -v /shared/ckpt:{launch.CHECKPOINT_DIR}", fields=()),
 ))
 
 _IP_RE = re.compile(r"^(\d{1,3}(\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:]*\]?)$")
@@ -161,8 +164,8 @@ def render(spec: JobSpec) -> str:
         body.append(f': "${{{secret.name}:?is not set: export it before sbatch (its value is not in this script)}}"')
         body.append(f"export {secret.name}")
     body.append("")
-    if launch.slurm_resumes(spec):
-        body += _resume_lines(spec)
+    if launch.slurm_resumes(spec) or spec.tensorboard:
+        body += _checkpoint_lines(spec)
     threads = launch.slurm_thread_lines(spec)
     if threads:
         body += threads + [""]
@@ -197,9 +200,12 @@ def render(spec: JobSpec) -> str:
     return "\n".join(head + body) + "\n"
 
 
-def _resume_lines(spec: JobSpec) -> list[str]:
-    """The checkpoint directory a requeued (or restarted) run resumes from, shared by all nodes and runs."""
-    lines = ["# Checkpoints: every run of this job (a requeue too) resumes from the newest one here (--resume auto)."]
+def _checkpoint_lines(spec: JobSpec) -> list[str]:
+    """The job's checkpoint directory, shared by all nodes and runs: what a requeued (or restarted) run resumes
+    from, and where ``tensorboard`` puts the event files (``tensorboard/`` in it)."""
+    resumes = launch.slurm_resumes(spec)
+    lines = ["# Checkpoints: every run of this job (a requeue too) resumes from the newest one here (--resume auto)."
+             if resumes else "# The job's checkpoint directory (TensorBoard event files go to tensorboard/ in it)."]
     if spec.slurm.container == "none":
         default = f"${{SLURM_SUBMIT_DIR:-$PWD}}/{spec.name}-ckpt"  # the job name is a DNS label: safe in double quotes
         lines.append(f'export {launch.SLURM_CHECKPOINT_ENV}="${{{launch.SLURM_CHECKPOINT_ENV}:-{default}}}"'
@@ -207,7 +213,10 @@ def _resume_lines(spec: JobSpec) -> list[str]:
         lines.append(f'mkdir -p "${launch.SLURM_CHECKPOINT_ENV}"')
     else:
         lines.append(f"export {launch.SLURM_CHECKPOINT_ENV}={launch.CHECKPOINT_DIR}  # the volume mounted there")
-    lines.append('export DDPCTL_RESTART_COUNT="${SLURM_RESTART_COUNT:-0}"  # 0 on the first run, then per requeue')
+    if spec.tensorboard:  # ddp-train --tensorboard "$DDPCTL_TENSORBOARD"; any other program can read it
+        lines.append(f'export {launch.TENSORBOARD_ENV}="${launch.SLURM_CHECKPOINT_ENV}/tensorboard"')
+    if resumes:
+        lines.append('export DDPCTL_RESTART_COUNT="${SLURM_RESTART_COUNT:-0}"  # 0 on the first run, then per requeue')
     lines.append("")
     return lines
 

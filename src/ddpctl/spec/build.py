@@ -45,6 +45,9 @@ def cross_checks(ck: c.Checker, spec: JobSpec, data: Mapping[str, Any]) -> None:
     if both:
         raise ck.fail(("secret_env",), f"sets {', '.join(sorted(both))}, which env sets too",
                       "keep each variable in one of env and secret_env")
+    if spec.tensorboard and any(k == "DDPCTL_TENSORBOARD" for k, _ in spec.env):  # launch.TENSORBOARD_ENV
+        raise ck.fail(("env",), "sets DDPCTL_TENSORBOARD, which tensorboard sets to the job's directory for the event "
+                      "files", "drop it from env (or drop tensorboard and give your program its own directory)")
     if data.get("ipc") == "host" and data.get("shm_size") is not None:
         raise ck.fail(("shm_size",), "cannot be combined with ipc: host (Docker silently ignores the size)",
                       "remove shm_size to share the host's /dev/shm, or set ipc: private")

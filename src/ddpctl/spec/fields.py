@@ -160,10 +160,12 @@ _TABLE: list[Field] = [
     Field("memlock", _bool,
           sample=True),
     Field("tensorboard", _bool, Flag(
-        ("--tensorboard",), bool, "ddp-train writes TensorBoard event files (--tensorboard) to "
-        "/checkpoints/tensorboard on the job's checkpoint volume (or your own -v DIR:/checkpoints).",
-        commands=("up",)),
-          sample=True),
+        ("--tensorboard",), bool, "ddp-train writes TensorBoard event files to tensorboard/ in the job's checkpoint "
+        "directory (--tensorboard DIR; other programs read DDPCTL_TENSORBOARD): /checkpoints/tensorboard on the "
+        "volume <job>-ckpt (up, compose) or on your -v DIR:/checkpoints (needed on Kubernetes and several hosts); "
+        "Slurm: $DDPCTL_CHECKPOINTS/tensorboard.",
+        commands=("up", "compose", "pytorchjob", "trainjob", "slurm")),
+          sample=True, needs={"volumes": ["/mnt/shared/ckpt:/checkpoints"], "slurm": {"container": "pyxis"}}),
     Field("cpus_per_node", c.cpus,
           sample=2),
     Field("memory_per_node", _memory,

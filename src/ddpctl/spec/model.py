@@ -133,7 +133,7 @@ class JobSpec:
     master_addr: str | None = None  # override the master address
     max_restarts: int = 0
     memlock: bool = False  # ulimit memlock=-1 (opt-in: needs a daemon allowed to raise it)
-    tensorboard: bool = False  # up: ddp-train --tensorboard /checkpoints/tensorboard on the job's checkpoint volume
+    tensorboard: bool = False  # ddp-train --tensorboard <the job's checkpoint directory>/tensorboard
     cpus_per_node: float | None = None
     memory_per_node: int | None = None  # bytes
     nccl: NcclOptions = field(default_factory=NcclOptions)

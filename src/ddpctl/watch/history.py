@@ -6,6 +6,7 @@ the user's state directory, ``$XDG_STATE_HOME/ddpctl/jobs/<job>/`` (``~/.local/s
     attempt-<R>/node-<N>.log  node N's output of attempt R (R restarts before it), each line "<RFC 3339 UTC> text"
     progress.jsonl            every progress record of every attempt, in order
     summary.json              the last summary line (when the run wrote one)
+    tensorboard/              ddp-train's TensorBoard event files, copied when down removes their volume
 
 Bounded: a node's log keeps its last :data:`NODE_LOG_BYTES`; the folder keeps the newest :data:`MAX_JOBS` jobs and
 at most :data:`MAX_TOTAL_BYTES` in all, the oldest pruned first. A new run of a job name moves the folder of the
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpctl.watch import records as rec_mod
+from ddpctl.watch import tboard
 
 NODE_LOG_BYTES = 20 * 2**20
 MAX_JOBS = 50
@@ -89,6 +91,8 @@ def _keep(engine, job: str, removing: bool) -> Path | None:
     cur = [c for c in found if attempt_of(c.labels) == last]
     codes = {c.labels[LABEL_NODE]: c.exit_code for c in cur if not c.running}
     hosts = {c.labels[LABEL_NODE]: c.host for c in cur if c.host}
+    node0 = min(cur, key=lambda c: int(c.labels[LABEL_NODE]), default=None)  # rank 0 writes TensorBoard files
+    tb = None if node0 is None else tboard.keep(engine, node0, folder) if removing else tboard.locate(node0)
     kept = load(folder)
     ranks, summary = rec_mod.collect(kept.texts() if kept else [])
     with open(folder / "progress.jsonl", "w", encoding="utf-8") as f:
@@ -113,7 +117,7 @@ def _keep(engine, job: str, removing: bool) -> Path | None:
                 exit_codes=codes, state="running" if running and not removing else "exited", result=result,
                 world_size=max(worlds) if worlds else None, removed=removing or meta.get("removed", False), started=started,
                 ended=ended, duration_s=None if ended is None else round(ended - started, 1),
-                final_samples_per_sec=final, records=sum(len(rp.records) for rp in ranks.values()))
+                final_samples_per_sec=final, records=sum(len(rp.records) for rp in ranks.values()), tensorboard=tb)
     _write(folder / "meta.json", json.dumps(meta, indent=1) + "\n")
     prune(keep_name=job)
     return folder

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from ddpctl.errors import UsageError
-from ddpctl.watch import history
+from ddpctl.watch import history, tboard
 from ddpctl.watch.records import stamp_seconds
 from ddpctl.watch.status import JobView, NodeView
 
@@ -39,6 +39,7 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
             return []
 
     found.sort(key=lambda c: int(c.labels[history.LABEL_NODE]))
+    view.tensorboard = tboard.locate(next(c for c in found if history.attempt_of(c.labels) == attempt))
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:  # one request per node, side by side
         outputs = list(pool.map(read, found))
     for c, lines in zip(found, outputs, strict=True):
@@ -55,8 +56,11 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
 def kept_view(kept: history.Kept) -> JobView:
     m = kept.meta
     attempt = max((a for a, _ in kept.lines), default=0)
+    tb = m.get("tensorboard")
+    if tb and tb.get("kept"):  # in this folder, wherever it is now (a new run of the name moves the old one)
+        tb = {**tb, "kept": str(kept.folder / tboard.KEEP_DIR)}
     view = JobView(m.get("job", kept.folder.name), "kept", lines=kept.texts(), restarts=m.get("restarts", attempt),
-                   state=m.get("state") or "exited", result=m.get("result"), kept=str(kept.folder))
+                   state=m.get("state") or "exited", result=m.get("result"), kept=str(kept.folder), tensorboard=tb)
     codes = m.get("exit_codes") or {}
     for (a, n), lines in sorted(kept.lines.items()):
         if a == attempt:
@@ -116,6 +120,10 @@ def slurm_view(job_id: str, directory: Path) -> JobView:
     for n in range(nodes):
         view.nodes.append(NodeView(n, state, None if running else exit_code, restarts,
                                    f"slurm job {job_id}", "", mtime))
+    tb = Path(fields.get("WorkDir") or directory) / f"{fields['JobName']}-ckpt" / "tensorboard" \
+        if fields.get("JobName") else None  # the script's default $DDPCTL_CHECKPOINTS/tensorboard
+    if tb is not None and tb.is_dir():
+        view.tensorboard = {"dir": str(tb), "host_path": str(tb)}
     return view
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddpctl.watch import records as rec_mod
+from ddpctl.watch import tboard
 
 
 @dataclass
@@ -30,6 +31,7 @@ class JobView:
     state: str = ""
     result: str | None = None
     kept: str | None = None  # the folder its output is kept in
+    tensorboard: dict | None = None  # where its TensorBoard event files are (ddpctl.watch.tboard)
 
 
 def build(view: JobView, now: float) -> dict:
@@ -52,7 +54,7 @@ def build(view: JobView, now: float) -> dict:
         prog["eta_s"] = 0.0
     return {"job": view.job, "source": view.source, "state": state, "result": result,
             "restarts": view.restarts, "nodes": nodes, "ranks": rows, "progress": prog,
-            "records_seen": bool(rows), "summary": summary, "kept": view.kept}
+            "records_seen": bool(rows), "summary": summary, "kept": view.kept, "tensorboard": view.tensorboard}
 
 
 def _state(nodes: list[NodeView]) -> str:
@@ -90,6 +92,8 @@ def text(st: dict) -> list[str]:
         out.append(f"summary: {s.get('steps')} steps, {_fmt(s.get('images_per_sec'), ',.1f')} samples/s, "
                    f"final accuracy {_fmt(s.get('final_accuracy'), '.4f')}, sync check {s.get('sync_check', '-')}, "
                    f"exit code {s.get('exit_code', '-')}")
+    if st.get("tensorboard"):
+        out.append(tboard.describe(st["tensorboard"], st["job"]))
     table = [("NODE", "STATE", "EXIT", "RESTARTS", "LAST OUTPUT", "CONTAINER") + (("HOST",) if any(
         n["host"] for n in st["nodes"]) else ())]
     for n in st["nodes"]:

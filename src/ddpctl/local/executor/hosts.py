@@ -51,10 +51,15 @@ def preflight_hosts(plan: LocalPlan, engine: HostsEngine, *, say: Say = say_noth
         raise UsageError(f"job {plan.job} uses a bridge network, which does not span Docker hosts",
                          "use --network host (the default with --docker-hosts)")
     if plan.checkpoint_volume and len(engine.hosts) > 1:
-        raise UsageError(f"--max-restarts {plan.max_restarts} on several Docker hosts needs one checkpoint directory "
-                         "all of them see (a volume per host would let the nodes resume from different checkpoints)",
+        if plan.max_restarts:
+            raise UsageError(f"--max-restarts {plan.max_restarts} on several Docker hosts needs one checkpoint "
+                             "directory all of them see (a volume per host would let the nodes resume from different "
+                             "checkpoints)", "mount a shared directory at /checkpoints on every host "
+                             "(-v /shared/ckpt:/checkpoints), or use --max-restarts 0")
+        raise UsageError("--tensorboard on several Docker hosts needs one checkpoint directory all of them see (the "
+                         "event files go to /checkpoints/tensorboard; a volume per host would split the job's files)",
                          "mount a shared directory at /checkpoints on every host (-v /shared/ckpt:/checkpoints), or "
-                         "use --max-restarts 0")
+                         "drop --tensorboard")
     for h in engine.hosts:
         h.engine.ping()
     existing = clashes(plan, engine)
