@@ -10,7 +10,9 @@ request closes a gate first so that new shared holders wait behind it instead of
 
 Tests that share a service or fixed machine state (one Slurm cluster, the second dockerd with its fixed bridge,
 the two-host network namespaces) carry ``pytest.mark.xdist_group(name)``: ``--dist loadgroup`` runs each group
-on one worker, so its session/module fixtures start once per run.
+on one worker, so its session/module fixtures start once per run. Two kinds of group are added here without a
+mark: the users of a module- or class-scoped fixture (group ``<module path>``) and the ``engine_exclusive``
+tests (group ``engine_exclusive``, run as one exclusive stretch): see ``_group_shared_setup``.
 
 Every test run keeps the output of the jobs it ends (ddpctl.watch.history) in a directory of its own, never in
 the user's state directory: XDG_STATE_HOME points into a temporary directory for the whole session (each xdist
@@ -59,10 +61,31 @@ def pytest_collection_modifyitems(config, items):
     from _pytest.nodeid import coerce_node_id
 
     for item in items:
+        _group_shared_setup(item)
         groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                          for m in item.iter_markers("xdist_group")})
         if groups and "@" not in item.nodeid:
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def _group_shared_setup(item) -> None:
+    """Tests that share a costly set-up run on one worker, so it is made once per run instead of once per worker:
+
+    - a module- or class-scoped fixture (a build and push, a second dockerd, a training run whose results several
+      tests read): its users go to the group ``<module path>``, unless they are in a group already;
+    - ``engine_exclusive`` tests go to the group ``engine_exclusive`` and run back to back, holding the engine
+      lock from the first one's set-up to the last one's tear-down: the other workers wait for one exclusive
+      stretch per run instead of one per test (see pytest_runtest_teardown)."""
+    if item.get_closest_marker("xdist_group"):
+        return
+    if item.get_closest_marker("engine_exclusive"):
+        item.add_marker(pytest.mark.xdist_group("engine_exclusive"))
+        return
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        if defs and defs[-1].scope in ("module", "class"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+            return
 
 
 @pytest.hookimpl(trylast=True)  # the last line of the run's output
@@ -95,5 +118,7 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item, nextitem):
     yield  # module and session fixtures end inside the last item's tear-down: still under the lock
+    if _mode(item) == "exclusive" and nextitem is not None and _mode(nextitem) == "exclusive":
+        return  # the next test (its group: engine_exclusive) keeps the lock: no other test starts in between
     if _mode(item) is not None:
         engine_lock().release()

@@ -25,6 +25,8 @@ class EngineLock:
         self.mode: int | None = None
 
     def _take(self, mode: int) -> None:
+        if mode == fcntl.LOCK_EX and self.mode == fcntl.LOCK_EX:
+            return  # held already (consecutive exclusive tests keep it)
         if self.mode is not None:
             self.release()
         fcntl.flock(self.gate, fcntl.LOCK_EX)  # waits while an exclusive request is pending

@@ -189,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         from torch.distributed.run import main as torchrun_main
 
         _quiet_torch_logging()
+        from .rdzvstore import apply as publish_store_address_every_round
+
+        publish_store_address_every_round()  # a recreated pod rejoins at once (rdzvstore.py)
         try:
             torchrun_main(args)
         except ChildFailedError as exc:

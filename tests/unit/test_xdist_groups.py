@@ -43,3 +43,68 @@ def test_each_group_runs_on_one_worker(tmp_path):
         group, worker = line.split()
         seen.setdefault(group, set()).add(worker)
     assert sorted(seen) == ["alpha", "beta"] and all(len(w) == 1 for w in seen.values()), seen
+
+
+SHARED_SETUP = '''
+import os, time
+import pytest
+
+
+@pytest.fixture(scope="module")
+def costly(tmp_path_factory):
+    out = tmp_path_factory.getbasetemp().parent.parent / "setups.txt"
+    with open(out, "a") as f:
+        f.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+    return 42
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_uses_it(i, costly):
+    time.sleep(0.05)
+    assert costly == 42
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_does_not(i):
+    time.sleep(0.05)
+'''
+
+TIMED = '''
+import os, time
+import pytest
+
+pytestmark = pytest.mark.{mark}
+
+
+@pytest.mark.parametrize("i", range({n}))
+def test_span(i, tmp_path_factory):
+    t0 = time.time()
+    time.sleep(0.1)
+    out = tmp_path_factory.getbasetemp().parent.parent / "spans.txt"
+    with open(out, "a") as f:
+        f.write(f"{mark} {{os.environ['PYTEST_XDIST_WORKER']}} {{t0}} {{time.time()}}\\n")
+'''
+
+
+def test_a_module_fixture_is_made_once_and_exclusive_tests_run_as_one_stretch(tmp_path):
+    """Users of a module-scoped fixture share one worker (one set-up per run); the engine_exclusive tests of
+    several modules run on one worker, back to back, and no engine test of another worker overlaps them."""
+    for name in ("conftest.py", "enginelock.py"):
+        shutil.copy(TESTS / name, tmp_path / name)
+    (tmp_path / "test_setup.py").write_text(SHARED_SETUP)
+    (tmp_path / "test_excl_a.py").write_text(TIMED.format(mark="engine_exclusive", n=2))
+    (tmp_path / "test_excl_b.py").write_text(TIMED.format(mark="engine_exclusive", n=2))
+    (tmp_path / "test_shared.py").write_text(TIMED.format(mark="docker", n=12))
+    base = tmp_path / "run" / "base"
+    base.parent.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3",
+                           "--dist", "loadgroup", f"--basetemp={base}", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert len((tmp_path / "run" / "setups.txt").read_text().split()) == 1
+    spans = [line.split() for line in (tmp_path / "run" / "spans.txt").read_text().splitlines()]
+    excl = [(float(a), float(b)) for mark, _, a, b in spans if mark == "engine_exclusive"]
+    assert len(excl) == 4 and len({w for mark, w, _, _ in spans if mark == "engine_exclusive"}) == 1, spans
+    start, end = min(a for a, _ in excl), max(b for _, b in excl)
+    shared = [(float(a), float(b)) for mark, _, a, b in spans if mark == "docker"]
+    assert len(shared) == 12 and all(b <= start or a >= end for a, b in shared), (start, end, sorted(shared))
