@@ -19,7 +19,7 @@ pytestmark = pytest.mark.distributed
 
 def test_real_summary_validates_and_the_report_reads_its_params():
     schema = json.loads((resources.files("ddp_train") / "summary.schema.json").read_text(encoding="utf-8"))
-    cell = Cell("toy", "gpu", "ddp", 2, 32, 2, 4)
+    cell = Cell("toy", "device", "ddp", 2, 32, 2, 4)
     (proc,) = torchrun(2, ddp_train_args(cell, "cpu"))
     s = summary(ok(proc))
     jsonschema.Draft202012Validator(schema).validate(s)

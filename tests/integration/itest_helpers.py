@@ -9,6 +9,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import docker
+
 # DDPCTL_TEST_IMAGE: run the tests on another tag (e.g. an image built from a scratch merge)
 CPU_IMAGE = os.environ.get("DDPCTL_TEST_IMAGE", "ddpctl/ddp-train:cpu")
 MANAGED = "app.kubernetes.io/managed-by=ddpctl"
@@ -78,13 +80,23 @@ def make_wheel(dest: Path, name: str, version: str, source: str) -> Path:
     return wheel
 
 
+def image_ids(engine, **filters) -> set[str]:
+    """The ids of the engine's images (``all``/``filters`` as docker's image list takes them), read in one request:
+    docker-py's ``images.list()`` inspects every image after listing, which fails when a test on another worker
+    removes one in between."""
+    return {r["Id"] for r in engine.api.images(**filters)}
+
+
 def remove_workspace_images(engine, repository: str) -> None:
     """Remove every image tagged under ``repository`` and the requirements layer image it was built on."""
-    for img in engine.images.list():
-        for tag in img.tags:
+    for img in engine.api.images():  # one request, no inspect per image (see image_ids)
+        for tag in img.get("RepoTags") or ():
             if repository in tag:
-                deps = (img.labels or {}).get("ai.ddpctl.workspace.deps-hash")
-                engine.images.remove(tag, force=True)
+                deps = (img.get("Labels") or {}).get("ai.ddpctl.workspace.deps-hash")
+                try:
+                    engine.images.remove(tag, force=True)
+                except docker.errors.ImageNotFound:
+                    pass
                 if deps:
                     try:
                         engine.images.remove(f"ddpctl/workspace-deps:{deps}")

@@ -8,7 +8,7 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from itest_helpers import ddpctl
+from itest_helpers import ddpctl, image_ids
 
 from ddpctl import images
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _dangling(engine) -> set[str]:
-    return {img.id for img in engine.images.list(filters={"dangling": True})}
+    return image_ids(engine, filters={"dangling": True})
 
 
 def _ours(trace: images.BuildTrace, ids: set[str]) -> set[str]:

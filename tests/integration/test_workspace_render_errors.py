@@ -9,7 +9,7 @@ import os
 import uuid
 
 import pytest
-from itest_helpers import ddpctl, make_wheel, own_requirements, remove_workspace_images
+from itest_helpers import ddpctl, image_ids, make_wheel, own_requirements, remove_workspace_images
 
 BASE = "ddpctl/base:bookworm"
 
@@ -105,11 +105,11 @@ def test_push_denied_is_exit_1_leaves_no_tag_and_renders_nothing(engine, tmp_pat
 @pytest.mark.engine_exclusive  # compares every image on the engine before and after
 def test_dry_run_builds_pushes_and_writes_nothing(engine, tmp_path, project, registry, cleanup_repo):
     root, house = project
-    before = {i.id for i in engine.images.list(all=True)}
+    before = image_ids(engine, all=True)
     proc, out = _render(tmp_path, root, house, f"{registry.address}/{cleanup_repo}", "--dry-run", "--container", "apptainer",
                         target="slurm")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"would build: {registry.address}/{cleanup_repo}:ws-<content hash>")
     assert f"would render: slurm with image {registry.address}/{cleanup_repo}@sha256:" in proc.stdout
     assert not out.exists() and registry.tags(cleanup_repo) == []
-    assert {i.id for i in engine.images.list(all=True)} == before
+    assert image_ids(engine, all=True) == before
