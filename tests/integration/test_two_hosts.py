@@ -517,8 +517,9 @@ def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_
     try:
         first = until(lambda: (s := status(False))["progress"] and s["progress"]["step"] >= 2 and s, "records")
         assert {n["host"] for n in first["nodes"]} == set(two_hosts.urls) and len(first["ranks"]) == 2
-        second = until(lambda: (s := status())["progress"]["step"] >= first["progress"]["step"] + 2 and s, "steps")
-        assert second["progress"]["eta_s"] < first["progress"]["eta_s"]
+        # the ETA follows the recent step rate, so one read may tick up under load; it must come down as steps go on
+        until(lambda: (s := status())["progress"]["step"] >= first["progress"]["step"] + 2
+               and s["progress"]["eta_s"] < first["progress"]["eta_s"] and s, "more steps and a lower ETA")
         until(lambda: status()["progress"]["checkpoint"], "a checkpoint")
         b.docker("kill", f"{job}-node-1")
         after = until(lambda: (s := status())["restarts"] == 1 and s["ranks"] and
@@ -528,8 +529,14 @@ def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_
         out, err = up.communicate(timeout=400)
         assert up.returncode == 0, out[-2000:] + err[-2000:]
     finally:
-        if up.poll() is None:
-            up.kill()
+        if up.poll() is None:  # a failed check above: stop the job as a user would (Ctrl-C), then take it down
+            up.send_signal(signal.SIGINT)
+            try:
+                up.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.communicate(timeout=30)
+            ddpctl("down", job, env=env, timeout=120)
     assert '"event":"progress"' not in out  # not a terminal: the records are not printed
     final = status()
     assert final["result"] == "succeeded" and final["summary"]["steps"] == 16 and final["restarts"] == 1

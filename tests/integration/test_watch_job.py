@@ -67,9 +67,10 @@ def test_watch_two_node_up_job_status_restart_and_kept_output(engine, cpu_image,
                        "the first progress records")
         assert first["state"] == "running" and first["records_seen"] and len(first["ranks"]) == 2
         assert first["progress"]["total"] == 32 and first["progress"]["eta_s"] > 0
-        second = _until(lambda: (s := _status(job_name))["progress"]["step"] >= first["progress"]["step"] + 3 and s,
-                        "three more steps")
-        assert second["progress"]["eta_s"] < first["progress"]["eta_s"], (first["progress"], second["progress"])
+        # the ETA follows the recent step rate, so one read may tick up under load; it must come down as steps go on
+        _until(lambda: (s := _status(job_name))["progress"]["step"] >= first["progress"]["step"] + 3
+                        and s["progress"]["eta_s"] < first["progress"]["eta_s"] and s,
+                        f"three more steps and an ETA below {first['progress']['eta_s']} s")
         # a node dies (as a lost machine): the job restarts and goes on from its last checkpoint
         engine.containers.get(f"{job_name}-node-1").kill()
         after = _until(lambda: (s := _status(job_name))["restarts"] == 1 and s["ranks"]

@@ -44,9 +44,10 @@ def test_status_slurm_step_eta_requeue_and_final_result(slurm_cluster, tmp_path)
     first = _until(lambda: (s := _status(slurm_cluster, job, tmp_path))["progress"] and s["progress"]["step"] >= 4
                    and s, "progress records", slurm_cluster, job)
     assert first["state"] == "running" and len(first["ranks"]) == 2 and first["progress"]["total"] == 16
-    second = _until(lambda: (s := _status(slurm_cluster, job, tmp_path))["progress"]["step"]
-                    >= first["progress"]["step"] + 2 and s, "two more steps", slurm_cluster, job)
-    assert second["progress"]["eta_s"] < first["progress"]["eta_s"], (first["progress"], second["progress"])
+    # the ETA follows the recent step rate, so one read may tick up under load; it must come down as steps go on
+    _until(lambda: (s := _status(slurm_cluster, job, tmp_path))["progress"]["step"]
+                    >= first["progress"]["step"] + 2 and s["progress"]["eta_s"] < first["progress"]["eta_s"] and s,
+                    f"two more steps and an ETA below {first['progress']['eta_s']} s", slurm_cluster, job)
     subprocess.run(["scontrol", "requeue", job], check=True, env=slurm_cluster.env(), timeout=30)
     _until(lambda: _job_fields(slurm_cluster, job)["JobState"] == "COMPLETED", "completed", slurm_cluster, job, 400)
     final = _status(slurm_cluster, job, tmp_path)
