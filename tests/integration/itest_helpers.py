@@ -87,6 +87,20 @@ def image_ids(engine, **filters) -> set[str]:
     return {r["Id"] for r in engine.api.images(**filters)}
 
 
+def remove_project_images(engine, repository: str, source) -> None:
+    """Remove the workspace images under ``repository`` built from the project folder ``source`` (those of another
+    session's project of the same name stay) and the requirements layer image each was built on."""
+    for img in engine.api.images(filters={"reference": repository}):  # one request (see image_ids)
+        labels = img.get("Labels") or {}
+        if str(source) != labels.get("ai.ddpctl.workspace.source"):
+            continue  # another session's
+        for ref in (img["Id"], f"ddpctl/workspace-deps:{labels.get('ai.ddpctl.workspace.deps-hash')}"):
+            try:
+                engine.images.remove(ref, force=ref == img["Id"])
+            except docker.errors.APIError:  # gone, or the deps layer still serves another image
+                pass
+
+
 def remove_workspace_images(engine, repository: str) -> None:
     """Remove every image tagged under ``repository`` and the requirements layer image it was built on."""
     for img in engine.api.images():  # one request, no inspect per image (see image_ids)

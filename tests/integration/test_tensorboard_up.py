@@ -19,7 +19,7 @@ import subprocess
 import sys
 from importlib import metadata
 
-from itest_helpers import ddpctl
+from itest_helpers import ddpctl, remove_project_images
 
 TRAIN = ["ddp-train", "--workload", "toy", "--train-size", "512", "--test-size", "128", "--batch-size", "32",
          "--epochs", "2", "--log-interval", "2"]  # 8 steps an epoch, a record every 2, an evaluation each epoch
@@ -92,15 +92,7 @@ def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engi
             subprocess.run([shutil.which("docker-compose") or "docker-compose", "-f", str(tmp_path / "compose.yaml"),
                             "-p", job_name, "down", "-v"], capture_output=True, timeout=120)
         ddpctl("down", job_name)
-        for img in engine.images.list(name="ddpctl-workspace/tb-project"):
-            if str(proj) != (img.labels or {}).get("ai.ddpctl.workspace.source"):
-                continue  # another session's
-            deps = (img.labels or {}).get("ai.ddpctl.workspace.deps-hash")
-            engine.images.remove(img.id, force=True)
-            try:
-                engine.images.remove(f"ddpctl/workspace-deps:{deps}")
-            except Exception:  # noqa: BLE001 - shared with another image, or gone
-                pass
+        remove_project_images(engine, "ddpctl-workspace/tb-project", proj)
 
 
 def test_up_tensorboard_on_an_image_without_the_package_stops_every_rank_alike(cpu_image, job_name):

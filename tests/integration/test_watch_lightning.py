@@ -13,7 +13,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from itest_helpers import ddpctl
+from itest_helpers import ddpctl, remove_project_images
 
 HERE = Path(__file__).resolve().parent
 
@@ -75,12 +75,4 @@ def test_lightning_callback_progress_in_status_of_an_up_bake_job(engine, cpu_ima
         assert "RANK" in ddpctl("status", job_name, check=True).stdout
     finally:
         ddpctl("down", job_name)
-        for img in engine.images.list(name="ddpctl-workspace/lit-project"):
-            if str(proj) != (img.labels or {}).get("ai.ddpctl.workspace.source"):
-                continue  # another session's
-            deps = (img.labels or {}).get("ai.ddpctl.workspace.deps-hash")
-            engine.images.remove(img.id, force=True)
-            try:
-                engine.images.remove(f"ddpctl/workspace-deps:{deps}")
-            except Exception:  # noqa: BLE001 - shared with another image, or gone
-                pass
+        remove_project_images(engine, "ddpctl-workspace/lit-project", proj)
