@@ -72,6 +72,7 @@ from ddpctl.launch.names import (  # noqa: F401
     GpuRequest,
     NodeLaunch,
     ShellExpr,
+    checkpoint_volume,
     labels,
     master_addr,
     mounts_checkpoint_dir,

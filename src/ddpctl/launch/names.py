@@ -119,6 +119,12 @@ def user_command(spec: JobSpec) -> list[str]:
 CHECKPOINT_DIR = "/checkpoints"
 
 
+def checkpoint_volume(job: str) -> str:
+    """The named volume holding a job's checkpoints when the spec mounts none at :data:`CHECKPOINT_DIR` (``up``,
+    compose); also the folder name of a Slurm job's default checkpoint directory in its submit directory."""
+    return f"{job}-ckpt"
+
+
 def restarts(spec: JobSpec) -> bool:
     """Is the job meant to survive a lost node (elastic, or restarts allowed)? Then it resumes on every start."""
     return spec.elastic or spec.max_restarts > 0

@@ -18,8 +18,10 @@ only one node's workers, and a killed container takes its torchrun with it; ddpc
 
 from __future__ import annotations
 
-CHECKPOINT_DIR = "/checkpoints"
-CHECKPOINT_ENV = "DDPCTL_CHECKPOINTS"
+from ddpctl import launch
+
+CHECKPOINT_DIR = launch.CHECKPOINT_DIR
+CHECKPOINT_ENV = launch.SLURM_CHECKPOINT_ENV  # the same name on every target
 RESTART_ENV = "DDPCTL_RESTART_COUNT"
 LABEL_RESTARTS = "ddpctl.restarts"  # on each container: how many times the job was restarted before it
 RETRYABLE_MIN = 128  # as ddp-train's exit codes and Kubernetes restartPolicy: ExitCode
@@ -30,9 +32,7 @@ def retryable(code: int) -> bool:
     return code >= RETRYABLE_MIN
 
 
-def volume_name(job: str) -> str:
-    """The named volume holding a job's checkpoints when the spec mounts none at :data:`CHECKPOINT_DIR`."""
-    return f"{job}-ckpt"
+volume_name = launch.checkpoint_volume
 
 
 def ddp_train_at(argv: list[str]) -> int | None:

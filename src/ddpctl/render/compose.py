@@ -22,7 +22,6 @@ from typing import Any
 
 from ddpctl import launch
 from ddpctl.local.plan import ContainerPlan, is_root, plan_containers, with_checkpoint_dir
-from ddpctl.local.restarts import volume_name
 from ddpctl.render import escape_dollars, to_yaml, wssection
 from ddpctl.spec import JobSpec
 from ddpctl.spec.units import docker_size
@@ -110,7 +109,7 @@ def _checkpoint_volume(spec: JobSpec) -> dict[str, Any]:
     without compose's project prefix), when the job uses one."""
     if not spec.tensorboard or launch.mounts_checkpoint_dir(spec):
         return {}
-    name = volume_name(spec.name)
+    name = launch.checkpoint_volume(spec.name)
     return {"volumes": {name: {"name": name, "labels": launch.labels(spec)}}}
 
 
@@ -170,7 +169,7 @@ def _tensorboard_hint(spec: JobSpec) -> str:
         where = f"host {spec.hosts[0]} (node 0's)" if spec.multi_host else "this host"
         return f", which is {path} on {where}: tensorboard --logdir {shlex.quote(path)}"
     container, local = f"{spec.name}-node-0", f"./{spec.name}-tensorboard"
-    volume = mount.source if mount is not None else volume_name(spec.name)
+    volume = mount.source if mount is not None else launch.checkpoint_volume(spec.name)
     return (f" on volume {volume}; copy them out with: docker cp {container}:{launch.TENSORBOARD_DIR} {local}, "
             f"then: tensorboard --logdir {local}")
 

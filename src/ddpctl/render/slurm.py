@@ -207,7 +207,7 @@ def _checkpoint_lines(spec: JobSpec) -> list[str]:
     lines = ["# Checkpoints: every run of this job (a requeue too) resumes from the newest one here (--resume auto)."
              if resumes else "# The job's checkpoint directory (TensorBoard event files go to tensorboard/ in it)."]
     if spec.slurm.container == "none":
-        default = f"${{SLURM_SUBMIT_DIR:-$PWD}}/{spec.name}-ckpt"  # the job name is a DNS label: safe in double quotes
+        default = f"${{SLURM_SUBMIT_DIR:-$PWD}}/{launch.checkpoint_volume(spec.name)}"  # the job name is a DNS label: safe in double quotes
         lines.append(f'export {launch.SLURM_CHECKPOINT_ENV}="${{{launch.SLURM_CHECKPOINT_ENV}:-{default}}}"'
                      "  # a directory every node sees")
         lines.append(f'mkdir -p "${launch.SLURM_CHECKPOINT_ENV}"')

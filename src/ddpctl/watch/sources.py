@@ -10,6 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from ddpctl import launch
 from ddpctl.errors import UsageError
 from ddpctl.watch import history, tboard
 from ddpctl.watch.records import stamp_seconds
@@ -120,7 +121,7 @@ def slurm_view(job_id: str, directory: Path) -> JobView:
     for n in range(nodes):
         view.nodes.append(NodeView(n, state, None if running else exit_code, restarts,
                                    f"slurm job {job_id}", "", mtime))
-    tb = Path(fields.get("WorkDir") or directory) / f"{fields['JobName']}-ckpt" / "tensorboard" \
+    tb = Path(fields.get("WorkDir") or directory) / launch.checkpoint_volume(fields["JobName"]) / "tensorboard" \
         if fields.get("JobName") else None  # the script's default $DDPCTL_CHECKPOINTS/tensorboard
     if tb is not None and tb.is_dir():
         view.tensorboard = {"dir": str(tb), "host_path": str(tb)}
