@@ -29,6 +29,7 @@ import tempfile
 import pytest
 
 from enginelock import LOCKS_ENV, engine_lock
+from runreport import RunReport
 
 _STATE = tempfile.mkdtemp(prefix="ddpctl-test-state-")
 os.environ["XDG_STATE_HOME"] = _STATE
@@ -41,6 +42,8 @@ def pytest_configure(config):
         path = tempfile.mkdtemp(prefix="ddpctl-test-locks-")
         os.environ[LOCKS_ENV] = path
         config._ddpctl_locks_made = path
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(RunReport(config), "ddpctl-runreport")
 
 
 def pytest_unconfigure(config):

@@ -96,6 +96,9 @@ class Registry:
         self.proc = None
         if getattr(self, "log", None):
             self.log.close()
+        # the pushed blobs (the CUDA image's are gigabytes): pytest keeps the last runs' temporary directories,
+        # so a machine that runs the suite often would keep several copies
+        shutil.rmtree(self.workdir / "data", ignore_errors=True)
 
     def _get(self, path: str) -> dict:
         req = urllib.request.Request(f"http://{self.address}{path}")

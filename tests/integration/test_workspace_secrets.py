@@ -14,11 +14,13 @@ import gzip
 import http.server
 import ipaddress
 import json
+import re
 import ssl
 import subprocess
 import threading
 import uuid
 
+import docker
 import pytest
 from itest_helpers import ddpctl, make_wheel, own_requirements, remove_workspace_images
 
@@ -91,6 +93,7 @@ def test_index_credentials_reach_no_layer_history_label_or_line(engine, registry
     (root / "requirements.txt").write_text(own_requirements("wsprobe==1.0"))
     repo = f"ws-test/{uuid.uuid4().hex[:8]}"
     target = f"{registry.address}/{repo}"
+    out = None
     try:
         out = ddpctl("image", "build", "--workdir", str(root), "--base", BASE, "--index-url", index_url,
                      "--ca-file", str(ca), "--tag", target, "--push")
@@ -116,3 +119,9 @@ def test_index_credentials_reach_no_layer_history_label_or_line(engine, registry
         engine.images.remove(pinned)
     finally:
         remove_workspace_images(engine, repo)
+        # the images of repo are gone by now (removed above), so their requirements layer is found by its name
+        for deps in re.findall(r"ddpctl/workspace-deps:[0-9a-f]+", out.stderr if out is not None else ""):
+            try:
+                engine.images.remove(deps)
+            except docker.errors.APIError:
+                pass
