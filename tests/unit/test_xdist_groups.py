@@ -4,12 +4,23 @@ the groups were then silently ignored). Real pytest-xdist, two workers, in a scr
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from enginelock import LOCKS_ENV
+
 TESTS = Path(__file__).resolve().parents[1]
+SUITE_FILES = ("conftest.py", "enginelock.py", "runreport.py")
+
+
+def _own_run_env() -> dict[str, str]:
+    """The scratch run's environment: without this run's engine lock directory (tests/conftest.py hands it to its
+    workers through LOCKS_ENV), so the scratch run makes a lock of its own. With this run's, its
+    engine_exclusive tests would wait for every engine test of this run and block new ones meanwhile."""
+    return {k: v for k, v in os.environ.items() if k != LOCKS_ENV}
 
 GROUPED = '''
 import os, time
@@ -28,7 +39,7 @@ def test_where(i, tmp_path_factory):
 
 
 def test_each_group_runs_on_one_worker(tmp_path):
-    for name in ("conftest.py", "enginelock.py"):
+    for name in SUITE_FILES:
         shutil.copy(TESTS / name, tmp_path / name)
     for group in ("alpha", "beta"):
         (tmp_path / f"test_{group}.py").write_text(GROUPED.format(group=group))
@@ -36,7 +47,7 @@ def test_each_group_runs_on_one_worker(tmp_path):
     base.parent.mkdir()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
                            "--dist", "loadgroup", f"--basetemp={base}", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_own_run_env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     seen: dict[str, set[str]] = {}
     for line in (tmp_path / "run" / "seen.txt").read_text().splitlines():
@@ -89,7 +100,7 @@ def test_span(i, tmp_path_factory):
 def test_a_module_fixture_is_made_once_and_exclusive_tests_run_as_one_stretch(tmp_path):
     """Users of a module-scoped fixture share one worker (one set-up per run); the engine_exclusive tests of
     several modules run on one worker, back to back, and no engine test of another worker overlaps them."""
-    for name in ("conftest.py", "enginelock.py"):
+    for name in SUITE_FILES:
         shutil.copy(TESTS / name, tmp_path / name)
     (tmp_path / "test_setup.py").write_text(SHARED_SETUP)
     (tmp_path / "test_excl_a.py").write_text(TIMED.format(mark="engine_exclusive", n=2))
@@ -99,7 +110,7 @@ def test_a_module_fixture_is_made_once_and_exclusive_tests_run_as_one_stretch(tm
     base.parent.mkdir()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3",
                            "--dist", "loadgroup", f"--basetemp={base}", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_own_run_env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert len((tmp_path / "run" / "setups.txt").read_text().split()) == 1
     spans = [line.split() for line in (tmp_path / "run" / "spans.txt").read_text().splitlines()]
