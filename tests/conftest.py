@@ -44,6 +44,8 @@ def pytest_configure(config):
         config._ddpctl_locks_made = path
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(RunReport(config), "ddpctl-runreport")
+        if getattr(config.option, "dist", "no") == "loadgroup":
+            config.option.loadscopereorder = False  # the order is this suite's: _schedule_order
 
 
 def pytest_unconfigure(config):
@@ -69,6 +71,46 @@ def pytest_collection_modifyitems(config, items):
                          for m in item.iter_markers("xdist_group")})
         if groups and "@" not in item.nodeid:
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+    _schedule_order(items)
+
+
+_HEAVY = ("docker", "slurm", "distributed", "slow")
+
+
+def _schedule_order(items) -> None:
+    """Order the run's work units (a group, else one test) for ``--dist loadgroup``, which hands them out in the
+    order collected (pytest_configure turns pytest-xdist's own reordering off), so that the longest come first
+    and the run ends on short tests instead of one long test started late on one worker:
+
+    0. groups with a test that uses a service or processes (Docker, Slurm, torch.distributed), most tests first;
+    1. other single tests that use the engine or the Slurm cluster;
+    2. other distributed or slow tests;
+    3. the engine_exclusive stretch: by then the other workers run tests that do not hold the engine lock, so it
+       waits for few tests and holds back few;
+    4. the rest (unit and CLI tests, pure-Python groups).
+
+    A stable sort: within a tier the random order (pytest-randomly, seeded) stays."""
+    def unit(item) -> str:
+        return item.nodeid.rsplit("@", 1)[1] if "@" in item.nodeid else item.nodeid
+
+    size: dict[str, int] = {}
+    heavy: set[str] = set()
+    for item in items:
+        size[unit(item)] = size.get(unit(item), 0) + 1
+        if any(item.get_closest_marker(m) for m in _HEAVY):
+            heavy.add(unit(item))
+
+    def key(item) -> tuple[int, int]:
+        u = unit(item)
+        if item.get_closest_marker("engine_exclusive"):
+            return (3, 0)
+        if size[u] > 1:
+            return (0, -size[u]) if u in heavy else (4, 0)
+        if _mode(item) is not None:
+            return (1, 0)
+        return (2, 0) if u in heavy else (4, 0)
+
+    items.sort(key=key)
 
 
 def _group_shared_setup(item) -> None:

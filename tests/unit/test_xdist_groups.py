@@ -119,3 +119,40 @@ def test_a_module_fixture_is_made_once_and_exclusive_tests_run_as_one_stretch(tm
     start, end = min(a for a, _ in excl), max(b for _, b in excl)
     shared = [(float(a), float(b)) for mark, _, a, b in spans if mark == "docker"]
     assert len(shared) == 12 and all(b <= start or a >= end for a, b in shared), (start, end, sorted(shared))
+
+
+ORDERED = '''
+import os
+import pytest
+
+pytestmark = [{marks}]
+
+
+@pytest.mark.parametrize("i", range({n}))
+def test_kind(i, tmp_path_factory):
+    with open(tmp_path_factory.getbasetemp().parent.parent / "order.txt", "a") as f:
+        f.write("{kind}\\n")
+'''
+
+
+def test_long_work_is_handed_out_first_and_the_exclusive_stretch_before_the_unit_tests(tmp_path):
+    """One worker runs the units in the order they are handed out: service groups (most tests first), single
+    engine tests, other distributed tests, the engine_exclusive stretch, then plain tests; within each kind
+    the random order stays."""
+    for name in SUITE_FILES:
+        shutil.copy(TESTS / name, tmp_path / name)
+    kinds = {"plain": ("", 6), "small_group": ('pytest.mark.docker, pytest.mark.xdist_group("small")', 2),
+             "big_group": ('pytest.mark.slurm, pytest.mark.xdist_group("big")', 4),
+             "engine": ("pytest.mark.docker", 3), "dist": ("pytest.mark.distributed", 3),
+             "exclusive": ("pytest.mark.engine_exclusive", 2)}
+    for kind, (marks, n) in kinds.items():
+        (tmp_path / f"test_{kind}.py").write_text(ORDERED.format(marks=marks, n=n, kind=kind))
+    base = tmp_path / "run" / "base"
+    base.parent.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1",
+                           "--dist", "loadgroup", f"--basetemp={base}", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_own_run_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    order = (tmp_path / "run" / "order.txt").read_text().split()
+    runs = [k for i, k in enumerate(order) if i == 0 or order[i - 1] != k]
+    assert runs == ["big_group", "small_group", "engine", "dist", "exclusive", "plain"], order
