@@ -12,7 +12,8 @@ Tests that share a service or fixed machine state (one Slurm cluster, the second
 the two-host network namespaces) carry ``pytest.mark.xdist_group(name)``: ``--dist loadgroup`` runs each group
 on one worker, so its session/module fixtures start once per run. Two kinds of group are added here without a
 mark: the users of a module- or class-scoped fixture (group ``<module path>``) and the ``engine_exclusive``
-tests (group ``engine_exclusive``, run as one exclusive stretch): see ``_group_shared_setup``.
+tests (group ``engine_exclusive``, run as one exclusive stretch): see ``_group_shared_setup``. The work units
+are handed out longest first, the exclusive stretch before the unit tests: see ``_schedule_order``.
 
 Every test run keeps the output of the jobs it ends (ddpctl.watch.history) in a directory of its own, never in
 the user's state directory: XDG_STATE_HOME points into a temporary directory for the whole session (each xdist
