@@ -69,6 +69,10 @@ def test_build_is_content_tagged_cached_labelled_and_runs_the_code(engine, base_
     img = engine.images.get(tag)
     assert img.attrs["Config"]["WorkingDir"] == "/workspace"
     assert img.labels["ai.ddpctl.workspace.source"] == str(root)
+    # not the requirements layer's purpose, which it would inherit: its job containers are not install containers
+    assert img.labels["ddpctl.purpose"] == "workspace"
+    assert engine.images.get(f"ddpctl/workspace-deps:{img.labels['ai.ddpctl.workspace.deps-hash']}").labels[
+        "ddpctl.purpose"] == "workspace-deps"
     assert "org.opencontainers.image.revision" not in img.labels  # not a git repository
     out = engine.containers.run(tag, ["sh", "-c", "ls -A /workspace; python3 train.py"], remove=True).decode()
     assert out.split() == ["helper.py", "requirements.txt", "train.py", "probe", "42"]  # no cache, no secrets
@@ -141,14 +145,17 @@ def test_a_requirement_pip_cannot_find_is_exit_2_and_leaves_no_image(engine, bas
     from ddpctl.images import workspace as ws
 
     deps = ws.deps_hash(engine.images.get(BASE).id, root / "requirements.txt", ws.PipOptions(wheelhouse=house))
+    installers = {"label": f"{ws.LABEL_PURPOSE}={ws.PURPOSE_DEPS}"}
+    # (another session's or a killed run's may be there: what counts is that this build left none)
+    before = {c["Id"] for c in engine.api.containers(all=True, filters=installers)}
     out = _build(root, house, repo)
     assert out.returncode == 2, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("error: requirement no-such-package-xyz==3 cannot be found") and "--wheelhouse" in last
     # no requirements layer, no partial image of it, no install container (other builds may run on the engine)
     assert not engine.images.list(filters={"label": f"ai.ddpctl.workspace.deps-hash={deps}"}, all=True)
-    assert not engine.images.list(name=repo) and not engine.containers.list(
-        all=True, filters={"label": "ddpctl.purpose=workspace-deps"})
+    assert not engine.images.list(name=repo)
+    assert not {c["Id"] for c in engine.api.containers(all=True, filters=installers)} - before
 
 
 @pytest.mark.parametrize("args, match", [

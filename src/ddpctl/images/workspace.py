@@ -31,6 +31,12 @@ LABEL_WS_DEPS = "ai.ddpctl.workspace.deps-hash"
 LABEL_WS_SOURCE = "ai.ddpctl.workspace.source"
 LABEL_GIT_COMMIT = "org.opencontainers.image.revision"
 LABEL_GIT_DIRTY = "ai.ddpctl.workspace.git-dirty"
+# what an image or container of ddpctl's is for: the requirements layer and the container that installs it say
+# PURPOSE_DEPS; a workspace image (built on the layer, whose labels it inherits) says PURPOSE_WORKSPACE, and so
+# do the job containers that run it
+LABEL_PURPOSE = "ddpctl.purpose"
+PURPOSE_DEPS = "workspace-deps"
+PURPOSE_WORKSPACE = "workspace"
 
 # Never part of the image: version control, virtualenvs, caches, and what ddpctl itself writes in a directory
 # (bench reports, the ddp-train image's build stage). A .dockerignore in the directory adds to these.

@@ -157,7 +157,8 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
         return WorkspaceImage(ref, _image_id(client, ref) or "", True, time.monotonic() - t0, base,
                               len(workspace.files), existing)
     previous = _image_id(client, ref)
-    labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_VERSION: __version__, ws.LABEL_WS_HASH: content,
+    labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_VERSION: __version__, ws.LABEL_PURPOSE: ws.PURPOSE_WORKSPACE,
+              ws.LABEL_WS_HASH: content,
               ws.LABEL_WS_SOURCE: str(workspace.root), "org.opencontainers.image.base.name": base,
               **({ws.LABEL_WS_DEPS: deps_key} if deps_key else {}), **ws.git_labels(workspace.root)}
     image_id = run_build(client, code_context(workspace, parent, labels), tag=ref, labels={}, buildargs=None,

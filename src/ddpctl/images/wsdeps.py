@@ -115,14 +115,14 @@ def build_deps(client, *, base: str, tag: str, requirements: Path, pip: ws.PipOp
     from ddpctl.dockerengine.tools import remove_quietly
 
     repo, _, version = tag.rpartition(":")
-    labels = {**labels, LABEL_MANAGED_BY: MANAGED_BY, **({LABEL_INDEX: reqfile.redact(pip.index_url)}
-                                                          if pip.index_url else {})}
+    labels = {**labels, LABEL_MANAGED_BY: MANAGED_BY, ws.LABEL_PURPOSE: ws.PURPOSE_DEPS,
+              **({LABEL_INDEX: reqfile.redact(pip.index_url)} if pip.index_url else {})}
     container, lines = None, []
     try:
         base_config = client.api.inspect_image(base)["Config"] or {}
         container = client.containers.create(base, ["/bin/sh", f"{STAGE}/install.sh"], entrypoint=[], user="0",
                                              working_dir="/", labels={LABEL_MANAGED_BY: MANAGED_BY,
-                                                                      "ddpctl.purpose": "workspace-deps"})
+                                                                      ws.LABEL_PURPOSE: ws.PURPOSE_DEPS})
         container.put_archive("/", stage_archive(requirements, pip, no_index=no_index))
         container.start()
         for chunk in container.logs(stdout=True, stderr=True, stream=True, follow=True):
