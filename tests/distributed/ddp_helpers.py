@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 
+from procs import drain
+
 # Small and fast: the whole distributed suite runs on 2 shared cores.
 TOY = ["--workload", "toy", "--train-size", "512", "--test-size", "256", "--batch-size", "32", "--epochs", "2"]
 
@@ -73,7 +75,7 @@ def _finish(p, cmd, timeout):
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        out, err = p.communicate()
+        out, err = drain(p)
         raise AssertionError(f"timed out: {cmd}\n{out[-2000:]}\n{err[-3000:]}") from None
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 

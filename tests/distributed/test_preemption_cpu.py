@@ -17,6 +17,8 @@ import time
 import pytest
 from ddp_helpers import TOY, _finish, env, free_port, ok, run, summary, torchrun
 
+from procs import drain
+
 pytestmark = pytest.mark.distributed
 
 PREEMPTED = 143
@@ -37,7 +39,7 @@ def _wait_for_step(out_dir, step, procs, timeout=150):
         if any(r["step"] >= step for r in _events(out_dir, "step")):
             return
         for p in procs:
-            assert p.poll() is None, f"ended early: rc={p.returncode}\n{p.communicate()[1][-3000:]}"
+            assert p.poll() is None, f"ended early: rc={p.returncode}\n{drain(p)[1][-3000:]}"
         time.sleep(0.2)
     raise AssertionError(f"step {step} not reached in {timeout}s")
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import docker
 
+from procs import drain, kill_group
+
 # DDPCTL_TEST_IMAGE: run the tests on another tag (e.g. an image built from a scratch merge)
 CPU_IMAGE = os.environ.get("DDPCTL_TEST_IMAGE", "ddpctl/ddp-train:cpu")
 MANAGED = "app.kubernetes.io/managed-by=ddpctl"
@@ -24,8 +26,9 @@ def ddpctl(*args: str, cwd=None, env=None, timeout=240, check=False) -> subproce
     TimeoutExpired names the command and carries its output."""
     full_env = dict(os.environ, NO_COLOR="1")
     full_env.update(env or {})
+    # a session of its own: a SIGKILL reaches its children too (an ssh to a Docker host would keep the pipes open)
     with subprocess.Popen([DDPCTL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                          env=full_env) as p:
+                          env=full_env, start_new_session=True) as p:
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -33,8 +36,8 @@ def ddpctl(*args: str, cwd=None, env=None, timeout=240, check=False) -> subproce
             try:
                 out, err = p.communicate(timeout=INTERRUPT_GRACE)
             except subprocess.TimeoutExpired:
-                p.kill()
-                out, err = p.communicate()
+                kill_group(p)
+                out, err = drain(p)
             raise subprocess.TimeoutExpired(p.args, timeout, output=out, stderr=err) from None
     proc = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     if check and proc.returncode != 0:

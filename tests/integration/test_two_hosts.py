@@ -21,6 +21,8 @@ import pytest
 from itest_helpers import DDPCTL, ddpctl
 from twohost import TwoHosts
 
+from procs import drain
+
 TRAIN = ["ddp-train", "--max-steps", "5"]
 
 
@@ -509,7 +511,7 @@ def test_watch_a_job_on_two_hosts_status_restart_and_kept_output(two_hosts, cpu_
             if got:
                 return got
             if up.poll() is not None:
-                out, err = up.communicate()
+                out, err = drain(up)
                 raise AssertionError(f"up exited {up.returncode} before {what}:\n{out[-2000:]}\n{err[-2000:]}")
             time.sleep(0.5)
         raise AssertionError(f"timed out waiting for {what}: {status(False)}")
