@@ -84,11 +84,11 @@ def _schedule_order(items) -> None:
     and the run ends on short tests instead of one long test started late on one worker:
 
     0. groups with a test that uses a service or processes (Docker, Slurm, torch.distributed), most tests first;
-    1. other single tests that use the engine or the Slurm cluster;
-    2. other distributed or slow tests;
-    3. the engine_exclusive stretch: by then the other workers run tests that do not hold the engine lock, so it
+    1. other single tests that use the engine, the Slurm cluster or torch.distributed, or are marked slow (mixed:
+       the engine's tests wait on dockerd, the others on the CPU);
+    2. the engine_exclusive stretch: by then the other workers run tests that do not hold the engine lock, so it
        waits for few tests and holds back few;
-    4. the rest (unit and CLI tests, pure-Python groups).
+    3. the rest (unit and CLI tests, pure-Python groups).
 
     A stable sort: within a tier the random order (pytest-randomly, seeded) stays."""
     def unit(item) -> str:
@@ -104,12 +104,10 @@ def _schedule_order(items) -> None:
     def key(item) -> tuple[int, int]:
         u = unit(item)
         if item.get_closest_marker("engine_exclusive"):
-            return (3, 0)
+            return (2, 0)
         if size[u] > 1:
-            return (0, -size[u]) if u in heavy else (4, 0)
-        if _mode(item) is not None:
-            return (1, 0)
-        return (2, 0) if u in heavy else (4, 0)
+            return (0, -size[u]) if u in heavy else (3, 0)
+        return (1, 0) if u in heavy or _mode(item) is not None else (3, 0)
 
     items.sort(key=key)
 
