@@ -92,6 +92,8 @@ def pod_template_errors(template: dict) -> list[str]:
 
 # -------------------------------------------------------------------------------------------------- Slurm
 
+STORE_WAIT = 60  # seconds
+
 _FAKE_SRUN = """#!/bin/sh
 # Ignore SIGTERM first: the script kills the store's (backgrounded) srun when it exits; record it anyway.
 trap '' TERM
@@ -139,9 +141,10 @@ def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242", extra_e
     if result.returncode != 0:
         raise AssertionError(f"script failed ({result.returncode}): {result.stderr}")
     got = json.loads(out.read_text())
-    for _ in range(200):  # the store's srun runs in the background (&)
-        if store.exists():
-            break
+    # the store's srun runs in the background (&): a Python start-up that a loaded machine may take seconds for
+    deadline = time.monotonic() + STORE_WAIT
+    while not store.exists():
+        assert time.monotonic() < deadline, f"the store step's srun wrote no {store.name} within {STORE_WAIT} s"
         time.sleep(0.05)
     got["store"] = json.loads(store.read_text())
     return got
