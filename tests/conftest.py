@@ -107,7 +107,7 @@ def _schedule_order(items) -> None:
             return (2, 0)
         if size[u] > 1:
             return (0, -size[u]) if u in heavy else (3, 0)
-        return (1, 0) if u in heavy or _mode(item) is not None else (3, 0)
+        return (1, 0) if u in heavy else (3, 0)
 
     items.sort(key=key)
 
@@ -130,15 +130,6 @@ def _group_shared_setup(item) -> None:
         if defs and defs[-1].scope in ("module", "class"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
             return
-
-
-@pytest.hookimpl(trylast=True)  # the last line of the run's output
-def pytest_terminal_summary(terminalreporter, config):
-    """The order's seed again at the end, also under -q (pytest-randomly's own line is in the header -q hides)."""
-    seed = getattr(config.option, "randomly_seed", None)
-    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
-        terminalreporter.write_line(f"random test order: seed {seed} (the same order again: "
-                                    f"--randomly-seed={seed})")
 
 
 def _mode(item) -> str | None:

@@ -1,7 +1,7 @@
 """What a whole-suite run says while it runs, so that a run ended from outside (CI's time limit) still tells what it
 was doing, registered by tests/conftest.py in the controlling process (or a plain run):
 
-- the order's seed at the start (pytest-randomly prints it in the header, which ``-q`` hides);
+- the order's seed at the start and at the end (pytest-randomly prints it in the header, which ``-q`` hides);
 - each failure when it happens, one line (the full report stays in the summary at the end);
 - every ``CHECK_EVERY`` s, each test that has been running longer than ``SLOW_AFTER`` s, with how long and on which
   worker (a test that waits forever shows up here long before the per-test ``timeout`` in pyproject.toml ends it).
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
+
+import pytest
 
 SLOW_AFTER = 480.0  # the slowest test of the suite takes about 3 minutes on a quiet 2-core machine
 CHECK_EVERY = 60.0
@@ -33,10 +35,17 @@ class RunReport:
                 reporter._tw.line()
             reporter.write_line(line)
 
-    def pytest_sessionstart(self, session) -> None:
+    def _seed(self) -> None:
         seed = getattr(self.config.option, "randomly_seed", None)
         if self.config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
             self._write(f"random test order: seed {seed} (the same order again: --randomly-seed={seed})")
+
+    @pytest.hookimpl(trylast=True)  # the last line of the run's output
+    def pytest_terminal_summary(self) -> None:
+        self._seed()
+
+    def pytest_sessionstart(self, session) -> None:
+        self._seed()
         self.thread = threading.Thread(target=self._watch, name="runreport", daemon=True)
         self.thread.start()
 

@@ -22,6 +22,22 @@ def _own_run_env() -> dict[str, str]:
     engine_exclusive tests would wait for every engine test of this run and block new ones meanwhile."""
     return {k: v for k, v in os.environ.items() if k != LOCKS_ENV}
 
+
+def _scratch_run(tmp_path: Path, modules: dict[str, str], workers: int) -> Path:
+    """Run pytest-xdist (``--dist loadgroup``) with this suite's conftest on ``modules`` (file name -> text) in
+    ``tmp_path``; returns the folder above its basetemp, where the scratch tests write what they saw."""
+    for name in SUITE_FILES:
+        shutil.copy(TESTS / name, tmp_path / name)
+    for name, text in modules.items():
+        (tmp_path / name).write_text(text)
+    base = tmp_path / "run" / "base"
+    base.parent.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers),
+                           "--dist", "loadgroup", f"--basetemp={base}", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_own_run_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return base.parent
+
 GROUPED = '''
 import os, time
 import pytest
@@ -39,18 +55,9 @@ def test_where(i, tmp_path_factory):
 
 
 def test_each_group_runs_on_one_worker(tmp_path):
-    for name in SUITE_FILES:
-        shutil.copy(TESTS / name, tmp_path / name)
-    for group in ("alpha", "beta"):
-        (tmp_path / f"test_{group}.py").write_text(GROUPED.format(group=group))
-    base = tmp_path / "run" / "base"
-    base.parent.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                           "--dist", "loadgroup", f"--basetemp={base}", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_own_run_env())
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = _scratch_run(tmp_path, {f"test_{g}.py": GROUPED.format(group=g) for g in ("alpha", "beta")}, 2)
     seen: dict[str, set[str]] = {}
-    for line in (tmp_path / "run" / "seen.txt").read_text().splitlines():
+    for line in (run / "seen.txt").read_text().splitlines():
         group, worker = line.split()
         seen.setdefault(group, set()).add(worker)
     assert sorted(seen) == ["alpha", "beta"] and all(len(w) == 1 for w in seen.values()), seen
@@ -100,20 +107,12 @@ def test_span(i, tmp_path_factory):
 def test_a_module_fixture_is_made_once_and_exclusive_tests_run_as_one_stretch(tmp_path):
     """Users of a module-scoped fixture share one worker (one set-up per run); the engine_exclusive tests of
     several modules run on one worker, back to back, and no engine test of another worker overlaps them."""
-    for name in SUITE_FILES:
-        shutil.copy(TESTS / name, tmp_path / name)
-    (tmp_path / "test_setup.py").write_text(SHARED_SETUP)
-    (tmp_path / "test_excl_a.py").write_text(TIMED.format(mark="engine_exclusive", n=2))
-    (tmp_path / "test_excl_b.py").write_text(TIMED.format(mark="engine_exclusive", n=2))
-    (tmp_path / "test_shared.py").write_text(TIMED.format(mark="docker", n=12))
-    base = tmp_path / "run" / "base"
-    base.parent.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3",
-                           "--dist", "loadgroup", f"--basetemp={base}", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_own_run_env())
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert len((tmp_path / "run" / "setups.txt").read_text().split()) == 1
-    spans = [line.split() for line in (tmp_path / "run" / "spans.txt").read_text().splitlines()]
+    run = _scratch_run(tmp_path, {"test_setup.py": SHARED_SETUP,
+                                  "test_excl_a.py": TIMED.format(mark="engine_exclusive", n=2),
+                                  "test_excl_b.py": TIMED.format(mark="engine_exclusive", n=2),
+                                  "test_shared.py": TIMED.format(mark="docker", n=12)}, 3)
+    assert len((run / "setups.txt").read_text().split()) == 1
+    spans = [line.split() for line in (run / "spans.txt").read_text().splitlines()]
     excl = [(float(a), float(b)) for mark, _, a, b in spans if mark == "engine_exclusive"]
     assert len(excl) == 4 and len({w for mark, w, _, _ in spans if mark == "engine_exclusive"}) == 1, spans
     start, end = min(a for a, _ in excl), max(b for _, b in excl)
@@ -138,21 +137,13 @@ def test_kind(i, tmp_path_factory):
 def test_long_work_is_handed_out_first_and_the_exclusive_stretch_before_the_unit_tests(tmp_path):
     """One worker runs the units in the order they are handed out: service groups (most tests first), single
     engine and distributed tests (mixed), the engine_exclusive stretch, then plain tests."""
-    for name in SUITE_FILES:
-        shutil.copy(TESTS / name, tmp_path / name)
     kinds = {"plain": ("", 6), "small_group": ('pytest.mark.docker, pytest.mark.xdist_group("small")', 2),
              "big_group": ('pytest.mark.slurm, pytest.mark.xdist_group("big")', 4),
              "engine": ("pytest.mark.docker", 3), "dist": ("pytest.mark.distributed", 3),
              "exclusive": ("pytest.mark.engine_exclusive", 2)}
-    for kind, (marks, n) in kinds.items():
-        (tmp_path / f"test_{kind}.py").write_text(ORDERED.format(marks=marks, n=n, kind=kind))
-    base = tmp_path / "run" / "base"
-    base.parent.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1",
-                           "--dist", "loadgroup", f"--basetemp={base}", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_own_run_env())
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    order = (tmp_path / "run" / "order.txt").read_text().split()
+    run = _scratch_run(tmp_path, {f"test_{kind}.py": ORDERED.format(marks=marks, n=n, kind=kind)
+                                  for kind, (marks, n) in kinds.items()}, 1)
+    order = (run / "order.txt").read_text().split()
     assert order[:6] == ["big_group"] * 4 + ["small_group"] * 2, order
     assert sorted(order[6:12]) == ["dist"] * 3 + ["engine"] * 3, order
     assert order[12:] == ["exclusive"] * 2 + ["plain"] * 6, order
