@@ -104,6 +104,23 @@ def remove_project_images(engine, repository: str, source) -> None:
                 pass
 
 
+def remove_requirements_layer(engine, base: str, requirements: Path) -> None:
+    """Remove the requirements layer image ``ddpctl/workspace-deps:<hash>`` that ``requirements`` (its text now) on
+    ``base`` makes, if there is one and no image is built on it any more. A build that failed after the layer (a
+    registry that is down, a refused push: no workspace image is left tagged) leaves it behind, so a test's
+    ``project`` removes it at the end instead of counting on its workspace images to lead to it."""
+    from ddpctl.images import workspace as ws
+
+    try:
+        deps = ws.deps_hash(engine.images.get(base).id, requirements)
+    except (OSError, docker.errors.DockerException):  # no file (the test removed it) or no base: nothing was built
+        return
+    try:
+        engine.images.remove(f"ddpctl/workspace-deps:{deps}")
+    except docker.errors.APIError:  # never built, already removed, or still the parent of another image
+        pass
+
+
 def remove_workspace_images(engine, repository: str) -> None:
     """Remove every image tagged under ``repository`` and the requirements layer image it was built on."""
     for img in engine.api.images():  # one request, no inspect per image (see image_ids)

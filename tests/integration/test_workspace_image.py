@@ -10,11 +10,17 @@ import subprocess
 import uuid
 
 import pytest
-from itest_helpers import ddpctl, make_wheel, own_requirements, remove_workspace_images
+from itest_helpers import (
+    ddpctl,
+    make_wheel,
+    own_requirements,
+    remove_requirements_layer,
+    remove_workspace_images,
+)
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path, engine):
     """A third-party-style project: its own train.py and a requirement served from a wheelhouse made here."""
     root = tmp_path / "proj"
     root.mkdir()
@@ -27,7 +33,8 @@ def project(tmp_path):
     (root / "secrets.env").write_text("TOKEN=1\n")
     house = tmp_path / "wheelhouse"
     make_wheel(house, "wsprobe", "1.0", "VALUE = 42\n")
-    return root, house
+    yield root, house
+    remove_requirements_layer(engine, BASE, root / "requirements.txt")  # a failed push leaves no image leading to it
 
 
 @pytest.fixture(scope="session")

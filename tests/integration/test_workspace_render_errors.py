@@ -9,19 +9,27 @@ import os
 import uuid
 
 import pytest
-from itest_helpers import ddpctl, image_ids, make_wheel, own_requirements, remove_workspace_images
+from itest_helpers import (
+    ddpctl,
+    image_ids,
+    make_wheel,
+    own_requirements,
+    remove_requirements_layer,
+    remove_workspace_images,
+)
 
 BASE = "ddpctl/base:bookworm"
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path, engine):
     root = tmp_path / "proj"
     root.mkdir()
     (root / "train.py").write_text("import wsprobe\nprint(wsprobe.VALUE)\n")
     (root / "requirements.txt").write_text(own_requirements("wsprobe==1.0"))
     house = make_wheel(tmp_path / "wheelhouse", "wsprobe", "1.0", "VALUE = 1\n").parent
-    return root, house
+    yield root, house
+    remove_requirements_layer(engine, BASE, root / "requirements.txt")  # a failed push leaves no image leading to it
 
 
 @pytest.fixture
