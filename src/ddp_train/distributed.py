@@ -113,6 +113,21 @@ def resolve_backend(args, device) -> str:
     return backend
 
 
+def round_store(launch: Launch, timeout: timedelta):
+    """Under ddp-train-launch with torchrun's shared agent store: that store, seen through this rendezvous round's
+    own namespace, so no key a worker of an earlier round left there (a dead peer's address) is read as this
+    round's (rdzvstore.py says why). None otherwise: the process group is opened from env:// as torch does."""
+    from .rdzvstore import ROUND_ENV
+
+    number = os.environ.get(ROUND_ENV, "")
+    if launch.mode != "torchrun" or not number.isdigit() or launch.master is None \
+            or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    host, port = launch.master
+    shared = dist.TCPStore(host, port, world_size=launch.world_size, is_master=False, timeout=timeout)
+    return dist.PrefixStore(f"ddp-train/round-{number}/", shared)
+
+
 def init(args, launch: Launch, backend, device):
     if launch.mode == "single":
         return
@@ -127,6 +142,10 @@ def init(args, launch: Launch, backend, device):
 
         launch.socket_rule = apply_socket_rule()  # before NCCL's first communicator reads the variables
     try:
+        store = round_store(launch, kwargs["timeout"])
+        if store is not None:
+            del kwargs["init_method"]
+            kwargs["store"] = store
         dist.init_process_group(**kwargs)
         JOINED[0] = True
     except TrainError:

@@ -102,7 +102,9 @@ def test_killed_pod_is_recreated_and_the_job_completes_from_its_checkpoint(engin
                 logs[pod.name] += c.logs().decode("utf-8", "replace")
                 action = after_exit(job, pod, code)
                 if action == "recreate":  # the operator: delete the pod, create it again
-                    assert recreated < 3, logs
+                    assert recreated < 3, (f"{pod.name} recreated 3 times, exit {code} again", logs,
+                                           {n: r.logs().decode("utf-8", "replace")[-3000:] for n, r in running.items()
+                                            if n not in done})
                     recreated += 1
                     c.remove(force=True)
                     running[pod.name] = _create(engine, net, pod, labels)
