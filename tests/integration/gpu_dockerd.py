@@ -12,6 +12,14 @@ which the shared engine needs), ``--iptables=false`` (the host's iptables belong
 FORWARD rule for its own pool is added and removed) and its own address pool (user networks never overlap
 the shared engine's). It is a child of the test process and is
 stopped (SIGTERM, then its containers are gone with its data root) by :meth:`GpuDockerd.stop`.
+
+With ``cache=NAME`` its data root is kept between test runs under ``testcache.root()`` (``dockerd-NAME``),
+so the image a test loads into it is loaded once per machine and image id, not once per run (the CUDA image's
+``docker save | docker load`` is ~70-160 s of untar on 2 cores): :meth:`GpuDockerd.load_image` loads only
+when the daemon lacks that very image id (the layers it shares with the image there before are not unpacked
+again), then removes every other image of the daemon (one image per cache, so it does not grow). Containers left by a killed run are removed at start. A second test session
+that wants the same cache while one holds it gets a fresh data root of its own (the slow path), never a shared
+one.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+import testcache
 
 HOOK = "nvidia-container-runtime-hook"
 POOL = "10.213.0.0/16"
@@ -56,9 +66,10 @@ def write_stub(path: Path, text: str) -> Path:
 
 
 class GpuDockerd:
-    def __init__(self, tmpfs: bool = True) -> None:
+    def __init__(self, tmpfs: bool = True, cache: str | None = None) -> None:
         # tmpfs=False: the data root on disk, for images larger than the 6 GB tmpfs (the CUDA image)
         self.tmpfs = tmpfs
+        self.cache = testcache.Entry(f"dockerd-{cache}") if cache else None
         # Short path: the daemon's and containerd's unix sockets live below it (108-byte limit).
         self.root = Path(tempfile.mkdtemp(prefix="ddgpu", dir="/tmp"))
         self.bin = self.root / "bin"
@@ -75,11 +86,17 @@ class GpuDockerd:
 
     def start(self, timeout: float = 60) -> None:
         # The data root on its own tmpfs: unmounting it is instant, deleting ~1 GB of overlay2 layers from
-        # disk took 70 s here.
-        (self.root / "data").mkdir()
-        if self.tmpfs:
+        # disk took 70 s here. With a cache this session holds: the cache's data root, kept after stop().
+        self.data = self.root / "data"
+        if self.cache is not None and self.cache.acquire():
+            self.data = self.cache.path / "data"
+            self.data.mkdir(parents=True, exist_ok=True)
+        else:
+            self.cache = None
+            self.data.mkdir()
+        if self.tmpfs and self.cache is None:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6g,mode=0711", "ddpctl-test-gpu",
-                            str(self.root / "data")], check=True, capture_output=True)
+                            str(self.data)], check=True, capture_output=True)
             self.mounted = True
         if shutil.which("iptables") and subprocess.run(["iptables", "-C", *FORWARD_RULE],
                                                        capture_output=True).returncode != 0:
@@ -91,7 +108,7 @@ class GpuDockerd:
                 subprocess.run(cmd, check=True, capture_output=True)
             self.bridge_added = True
         dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
-        argv = [dockerd, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+        argv = [dockerd, "--data-root", str(self.data), "--exec-root", str(self.root / "exec"),
                 "-H", self.host, "--pidfile", str(self.root / "docker.pid"), f"--bridge={BRIDGE}",
                 "--iptables=false", "--ip-masq=false", "--default-address-pool", ADDRESS_POOL]
         env = {**os.environ, "PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"}
@@ -104,6 +121,8 @@ class GpuDockerd:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"dockerd exited with {self.proc.returncode}:\n{self.log_tail()}")
             if self.docker("version", check=False, timeout=10).returncode == 0:
+                if self.cache is not None:
+                    self._remove_containers()  # a killed run's, kept in the cached data root
                 return
             time.sleep(0.5)
         raise RuntimeError(f"dockerd did not answer within {timeout:.0f} s:\n{self.log_tail()}")
@@ -115,8 +134,21 @@ class GpuDockerd:
         return subprocess.run(["docker", "-H", self.host, *args], capture_output=True, text=True, check=check,
                               timeout=timeout, **kw)
 
-    def load_image(self, ref: str, source_host: str | None = None) -> None:
-        """``docker save REF | docker -H <this daemon> load`` from the shared engine."""
+    def _remove_containers(self) -> None:
+        ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
+        if ids:
+            self.docker("rm", "-f", *ids, check=False, timeout=120)
+
+    def load_image(self, ref: str, source_host: str | None = None) -> str:
+        """``docker save REF | docker -H <this daemon> load`` from the shared engine; with a cache, only if this
+        daemon lacks that image id. Returns "loaded" or "kept"."""
+        if self.cache is not None:
+            src_id = subprocess.run(["docker"] + (["-H", source_host] if source_host else []) +
+                                    ["image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True,
+                                    check=True, timeout=60).stdout.strip()
+            have = self.docker("image", "inspect", "-f", "{{.Id}}", ref, check=False, timeout=60).stdout.strip()
+            if have == src_id:
+                return "kept"
         src = ["docker"] + (["-H", source_host] if source_host else []) + ["save", ref]
         save = subprocess.Popen(src, stdout=subprocess.PIPE)
         try:
@@ -127,6 +159,14 @@ class GpuDockerd:
             save.wait(timeout=600)
         if save.returncode != 0 or load.returncode != 0:
             raise RuntimeError(f"loading {ref} failed: {load.stderr}")
+        if self.cache is not None:
+            # one image per cache: the one this daemon serves now (removed after the load, so the layers a rebuilt
+            # image shares with the one before were not unpacked again)
+            want = self.docker("image", "inspect", "-f", "{{.Id}}", ref, timeout=60).stdout.strip()
+            others = set(self.docker("images", "-aq", "--no-trunc", timeout=60).stdout.split()) - {want}
+            if others:
+                self.docker("rmi", "-f", *others, check=False, timeout=300)
+        return "loaded"
 
     def hook_calls(self) -> list[str]:
         return [line for line in self.record.read_text().splitlines() if line.startswith("ARGS ")]
@@ -137,9 +177,7 @@ class GpuDockerd:
 
     def stop(self, timeout: float = 60) -> None:
         if self.proc and self.proc.poll() is None:
-            ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
-            if ids:
-                self.docker("rm", "-f", *ids, check=False, timeout=120)
+            self._remove_containers()
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout)
@@ -153,5 +191,7 @@ class GpuDockerd:
         if self.bridge_added:
             subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
         if self.mounted:
-            subprocess.run(["umount", "-R", str(self.root / "data")], capture_output=True)
+            subprocess.run(["umount", "-R", str(self.data)], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.cache is not None:
+            self.cache.release()

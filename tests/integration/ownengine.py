@@ -4,7 +4,10 @@ A real dockerd in a network namespace of its own (``ip netns``; so its bridge ne
 meet the shared engine's docker0 or iptables rules: ``--iptables=false`` and a fresh namespace's ACCEPT policy),
 with its own --data-root (a tmpfs: unmounting it is instant), --exec-root, unix socket and pidfile, all under one
 temporary directory (unique per instance, so test workers in parallel each have their own). The image is
-streamed in from the shared engine with ``docker save | docker load``.
+streamed in from the shared engine with ``docker save | docker load``. The first instance of a session that
+can hold it uses a data root kept between runs instead (testcache.py, ``dockerd-own``): the image is loaded only
+when that data root lacks its id, and what a killed run left there (containers, networks, volumes) is removed
+at start.
 
 :meth:`OwnEngine.restart` stops the daemon as a package upgrade or ``systemctl restart docker`` does (SIGTERM:
 it stops every container, SIGTERM then SIGKILL) and starts it again on the same data root; :meth:`stop_daemon`
@@ -21,6 +24,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+import testcache
 
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -44,6 +49,8 @@ class OwnEngine:
         self.proc: subprocess.Popen | None = None
         self.mounted = self.made_netns = False
         self.log = None
+        self.cache = testcache.Entry("dockerd-own")
+        self.data = self.root / "data"
 
     def env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, "DOCKER_HOST": self.url, **extra}
@@ -56,15 +63,25 @@ class OwnEngine:
         _run("ip", "netns", "add", self.netns)
         self.made_netns = True
         _run("ip", "-n", self.netns, "link", "set", "lo", "up")
-        data = self.root / "data"
-        data.mkdir()
-        _run("mount", "-t", "tmpfs", "-o", "size=4g,mode=0711", f"ddpctl-test-{self.netns}", str(data))
-        self.mounted = True
+        if self.cache.acquire():
+            self.data = self.cache.path / "data"
+            self.data.mkdir(parents=True, exist_ok=True)
+        else:
+            self.cache = None
+            self.data.mkdir()
+            _run("mount", "-t", "tmpfs", "-o", "size=4g,mode=0711", f"ddpctl-test-{self.netns}", str(self.data))
+            self.mounted = True
         self.start_daemon(timeout)
+        if self.cache is not None:  # what a killed run left in the kept data root
+            ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
+            if ids:
+                self.docker("rm", "-f", *ids, check=False, timeout=120)
+            self.docker("volume", "prune", "-f", check=False, timeout=60)
+            self.docker("network", "prune", "-f", check=False, timeout=60)
 
     def start_daemon(self, timeout: float = 90) -> None:
         dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
-        argv = ["nsenter", f"--net=/run/netns/{self.netns}", dockerd, "--data-root", str(self.root / "data"),
+        argv = ["nsenter", f"--net=/run/netns/{self.netns}", dockerd, "--data-root", str(self.data),
                 "--exec-root", str(self.root / "exec"), "-H", self.url, "--pidfile", str(self.root / "docker.pid"),
                 "--bridge=none", "--iptables=false", "--ip-masq=false", "--ip6tables=false"]
         self.log = (self.root / "dockerd.log").open("a")
@@ -100,8 +117,14 @@ class OwnEngine:
         self.start_daemon()
         return time.monotonic() - t0
 
-    def load_image(self, ref: str) -> None:
-        """``docker save REF`` from the shared engine into this one."""
+    def load_image(self, ref: str) -> str:
+        """``docker save REF`` from the shared engine into this one (with the kept data root: only if it lacks
+        that image id; every other image there is removed after). Returns "loaded" or "kept"."""
+        want = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True,
+                              check=True, timeout=60, env=_clean_env()).stdout.strip()
+        if self.cache is not None and self.docker("image", "inspect", "-f", "{{.Id}}", ref,
+                                                  check=False).stdout.strip() == want:
+            return "kept"
         save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE, env=_clean_env())
         try:
             load = subprocess.run(["docker", "-H", self.url, "load", "-q"], stdin=save.stdout, capture_output=True,
@@ -111,6 +134,11 @@ class OwnEngine:
             save.wait(timeout=600)
         if save.returncode != 0 or load.returncode != 0:
             raise RuntimeError(f"loading {ref} failed: {load.stderr}")
+        if self.cache is not None:
+            others = set(self.docker("images", "-aq", "--no-trunc").stdout.split()) - {want}
+            if others:
+                self.docker("rmi", "-f", *others, check=False, timeout=300)
+        return "loaded"
 
     def labelled(self, job: str) -> dict[str, list[str]]:
         """What carries the job's label here: containers, networks, volumes."""
@@ -133,7 +161,7 @@ class OwnEngine:
                 self.docker("rm", "-f", *ids, check=False, timeout=120)
         self.stop_daemon()
         if self.mounted:
-            _run("umount", "-R", str(self.root / "data"), check=False)
+            _run("umount", "-R", str(self.data), check=False)
         with open("/proc/self/mounts") as f:  # whatever the daemon left mounted below the directory
             left = [line.split()[1] for line in f if line.split()[1].startswith(f"{self.root}/")]
         for path in sorted(left, key=len, reverse=True):
@@ -141,3 +169,5 @@ class OwnEngine:
         if self.made_netns:
             _run("ip", "netns", "delete", self.netns, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.cache is not None:
+            self.cache.release()

@@ -46,11 +46,13 @@ def engine_trusts_loopback(client) -> bool:
 
 
 class Registry:
-    def __init__(self, workdir: Path, *, host: str = "127.0.0.1", auth: bool = False) -> None:
+    def __init__(self, workdir: Path, *, host: str = "127.0.0.1", auth: bool = False, port: int | None = None,
+                 keep_data: bool = False) -> None:
         self.workdir = workdir
         self.host = host
         self.auth = auth
-        self.port = free_port(host)
+        self.port = port or free_port(host)
+        self.keep_data = keep_data  # a cached registry (testcache.py): its blobs stay for the next run
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -98,7 +100,8 @@ class Registry:
             self.log.close()
         # the pushed blobs (the CUDA image's are gigabytes): pytest keeps the last runs' temporary directories,
         # so a machine that runs the suite often would keep several copies
-        shutil.rmtree(self.workdir / "data", ignore_errors=True)
+        if not self.keep_data:
+            shutil.rmtree(self.workdir / "data", ignore_errors=True)
 
     def _get(self, path: str) -> dict:
         req = urllib.request.Request(f"http://{self.address}{path}")

@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 import uuid
 
 import pytest
+import testcache
 from gpu_dockerd import NVIDIA_SMI, GpuDockerd, write_stub
 from itest_helpers import ddpctl
 
@@ -27,6 +29,7 @@ from ddpctl.images.plans import LABEL_CUDA, LABEL_TORCH
 # only one second dockerd can run at a time (its bridge has a fixed name)
 pytestmark = [pytest.mark.cuda_image, pytest.mark.xdist_group("gpu_dockerd")]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IMAGE_BLOBS_MAX = 4e9  # bytes: the CUDA image's compressed layers in a registry (2.84 GB measured)
 PRINT_GPUS = 'echo "GPUS node=$(hostname) rank=$RANK ids=$NVIDIA_VISIBLE_DEVICES"'
 
 
@@ -69,12 +72,13 @@ def gpu_engine_cuda(engine, cuda_image):
     if os.geteuid() != 0:
         (pytest.fail if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1" else pytest.skip)(
             "no GPU-request engine: not root (a second dockerd needs root)")
-    d = GpuDockerd(tmpfs=False)  # ~5 GB of image: more than its default 6 GB tmpfs holds with the layers unpacked
+    # ~5 GB of image: more than its default 6 GB tmpfs holds with the layers unpacked; kept between runs (cache)
+    d = GpuDockerd(tmpfs=False, cache="cuda")
     try:
         t0 = time.monotonic()
         d.start()
-        d.load_image(cuda_image)
-        print(f"second dockerd up and {cuda_image} loaded in {time.monotonic() - t0:.1f} s")
+        how = d.load_image(cuda_image)
+        print(f"second dockerd up and {cuda_image} {how} in {time.monotonic() - t0:.1f} s")
         yield d
     finally:
         d.stop()
@@ -98,7 +102,42 @@ def test_cuda_image_two_nodes_one_gpu_each_on_the_gpu_engine(cuda_image, gpu_eng
         ddpctl("down", job, env={"DOCKER_HOST": gpu_engine_cuda.host})
 
 
-def test_cuda_image_manifests_pin_its_digest_after_a_push(engine, cuda_image, registry):
+@pytest.fixture(scope="module")
+def cuda_registry(engine, cuda_image, tmp_path_factory):
+    """A real registry for the CUDA image's push, kept between runs (testcache.py) with the same port, so the
+    engine finds the layers it pushed there before and pushes only what is new: the manifest, or the layers a
+    rebuilt image changed (past twice one image's blobs, the older layers are dropped and the next push is whole). Without the cache (another session holds it,
+    DDPCTL_TEST_CACHE=off): a fresh registry, and the whole 5 GB push."""
+    import registry as reg
+
+    if reg.missing():
+        pytest.skip(f"no registry: {reg.missing()}")
+    entry = testcache.Entry("registry-cuda")
+    if not entry.acquire():
+        r = reg.Registry(tmp_path_factory.mktemp("cuda-registry")).start()
+        yield r
+        r.stop()
+        return
+    try:
+        data = entry.path / "data"
+        held = sum(f.stat().st_size for f in data.rglob("*") if f.is_file()) if data.exists() else 0
+        if held > 2 * IMAGE_BLOBS_MAX:  # the layers of older images (a rebuilt base): start again
+            shutil.rmtree(data, ignore_errors=True)
+        port_file = entry.path / "port"
+        port = int(port_file.read_text()) if port_file.exists() else reg.free_port()
+        try:
+            r = reg.Registry(entry.path, port=port, keep_data=True).start()
+        except (RuntimeError, OSError):  # the kept port is taken now: another port (a full push this time)
+            r = reg.Registry(entry.path, keep_data=True).start()
+        port_file.write_text(str(r.port))
+        yield r
+        r.stop()
+    finally:
+        entry.release()
+
+
+def test_cuda_image_manifests_pin_its_digest_after_a_push(engine, cuda_image, cuda_registry):
+    registry = cuda_registry
     repo = f"{registry.address}/ddpctl/ddp-train"
     version = f"cuda-local-{uuid.uuid4().hex[:6]}"
     engine.images.get(cuda_image).tag(repo, version)

@@ -44,9 +44,9 @@ def own(engine, cpu_image):
     try:
         t0 = time.monotonic()
         eng.start()
-        eng.load_image(cpu_image)
+        how = eng.load_image(cpu_image)
         eng.image = cpu_image
-        print(f"own dockerd up and {cpu_image} loaded in {time.monotonic() - t0:.1f} s")
+        print(f"own dockerd up and {cpu_image} {how} in {time.monotonic() - t0:.1f} s")
         yield eng
     finally:
         eng.close()

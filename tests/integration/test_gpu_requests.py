@@ -43,14 +43,14 @@ def gpu_engine(engine, cpu_image):
     if problem:
         (pytest.fail if _required() else pytest.skip)(f"no GPU-request engine: {problem}")
     had_docker0 = os.path.exists("/sys/class/net/docker0")
-    d = GpuDockerd()
+    d = GpuDockerd(cache="cpu")  # its data root and the CPU image in it kept between runs (testcache.py)
     try:
         t0 = time.monotonic()
         d.start()
         # the shared engine's default bridge must survive a second daemon (--bridge=none used to delete it)
         assert os.path.exists("/sys/class/net/docker0") == had_docker0, "the second dockerd removed docker0"
-        d.load_image(cpu_image)
-        print(f"second dockerd up and {cpu_image} loaded in {time.monotonic() - t0:.1f} s")
+        how = d.load_image(cpu_image)
+        print(f"second dockerd up and {cpu_image} {how} in {time.monotonic() - t0:.1f} s")
         yield d
     finally:
         t0 = time.monotonic()

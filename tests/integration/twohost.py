@@ -10,7 +10,8 @@ namespaces do not have. No address outside those namespaces is used: the
 namespaces have no route to this machine's network, so a job that works here cannot be leaning on the
 shared engine's networks.
 
-Each daemon has its own --data-root (a tmpfs: unmounting it is instant), --exec-root, unix socket and
+Each daemon has its own --data-root (a tmpfs: unmounting it is instant; or, when this session holds them, two
+data roots kept between runs with the image loaded into them: testcache.py), --exec-root, unix socket and
 pidfile, ``--bridge=none`` and ``--iptables=false``: the jobs use host networking only, and a daemon in its
 own network namespace cannot see (let alone delete) the shared engine's ``docker0`` or its iptables rules;
 the fixture checks that docker0 survives anyway (see gpu_dockerd.py for what --bridge=none did in the
@@ -40,6 +41,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import testcache
 from remoteaccess import PKI, SSH, SSH_PORTS, TLS_PORT, sshd_binary
 
 ADDRESSES = ("10.216.0.1", "10.216.0.2")
@@ -62,6 +64,7 @@ class Host:
     mounted: bool = False
     log: object = field(default=None, repr=False)
     sshd: subprocess.Popen | None = None
+    data: Path | None = None  # its data root: a tmpfs below root, or a cache entry's (testcache.py)
 
     @property
     def hostname(self) -> str:
@@ -119,6 +122,9 @@ class TwoHosts:
         self.pki: PKI | None = None
         self.ssh: SSH | None = None
         self._made_privsep = False
+        # the two data roots with the image loaded into them, kept between runs when this session holds both
+        self.caches = [testcache.Entry(f"dockerd-twohost-{h.name}") for h in self.hosts]
+        self.cached = False
 
     @property
     def urls(self) -> list[str]:
@@ -143,6 +149,10 @@ class TwoHosts:
         for h, dev in zip(self.hosts, self.veth, strict=True):
             _run("ip", "-n", h.netns, "addr", "add", f"{h.addr}/{PREFIX}", "dev", dev)
             _run("ip", "-n", h.netns, "link", "set", dev, "up")
+        self.cached = all(c.acquire() for c in self.caches)
+        if not self.cached:
+            for c in self.caches:
+                c.release()
         for h in self.hosts:
             self._start_daemon(h)
         end = time.monotonic() + timeout
@@ -151,6 +161,12 @@ class TwoHosts:
                 if h.proc.poll() is not None:
                     raise RuntimeError(f"dockerd {h.name} exited with {h.proc.returncode}:\n{h.log_tail()}")
                 if h.docker("version", check=False, timeout=10).returncode == 0:
+                    if self.cached:  # what a killed run left in the kept data root
+                        ids = h.docker("ps", "-aq", check=False, timeout=30).stdout.split()
+                        if ids:
+                            h.docker("rm", "-f", *ids, check=False, timeout=120)
+                        h.docker("volume", "prune", "-f", check=False, timeout=60)
+                        h.docker("network", "prune", "-f", check=False, timeout=60)
                     break
                 if time.monotonic() > end:
                     raise RuntimeError(f"dockerd {h.name} did not answer within {timeout:.0f} s:\n{h.log_tail()}")
@@ -186,10 +202,14 @@ class TwoHosts:
 
     def _start_daemon(self, h: Host) -> None:
         h.root.mkdir()
-        data = h.root / "data"
-        data.mkdir()
-        _run("mount", "-t", "tmpfs", "-o", "size=6g,mode=0711", f"ddpctl-test-{h.netns}", str(data))
-        h.mounted = True
+        if self.cached:
+            h.data = self.caches[self.hosts.index(h)].path / "data"
+            h.data.mkdir(parents=True, exist_ok=True)
+        else:
+            h.data = h.root / "data"
+            h.data.mkdir()
+            _run("mount", "-t", "tmpfs", "-o", "size=6g,mode=0711", f"ddpctl-test-{h.netns}", str(h.data))
+            h.mounted = True
         # Like a machine of its own: its own host name, resolving (in its /etc/hosts) to its LAN address, as
         # gloo and torchrun expect (they bind to the address of gethostname()); no DNS server on this LAN.
         hosts = h.root / "hosts"
@@ -200,7 +220,7 @@ class TwoHosts:
         self._spawn_daemon(h)
 
     def _spawn_daemon(self, h: Host) -> None:
-        data, hosts, resolv = h.root / "data", h.root / "hosts", h.root / "resolv.conf"
+        data, hosts, resolv = h.data, h.root / "hosts", h.root / "resolv.conf"
         dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
         # nsenter --net: into the host's network namespace (not `ip netns exec`: it remounts /sys, hiding
         # /sys/fs/cgroup from the daemon); unshare: a UTS namespace for the host name and a mount namespace
@@ -239,9 +259,25 @@ class TwoHosts:
                 raise RuntimeError(f"dockerd {h.name} did not come back:\n{h.log_tail()}")
             time.sleep(0.3)
 
-    def load_image(self, ref: str) -> None:
-        """One ``docker save REF`` from the shared engine, streamed into ``docker load`` on both hosts."""
+    def load_image(self, ref: str) -> str:
+        """One ``docker save REF`` from the shared engine, streamed into ``docker load`` on both hosts; with the
+        data roots kept (testcache.py), only when a host lacks that image id, and then every other image is
+        removed (one image per cache). Returns "loaded" or "kept"."""
         env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
+        want = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True,
+                              env=env, check=True, timeout=60).stdout.strip()
+        if self.cached and all(h.docker("image", "inspect", "-f", "{{.Id}}", ref, check=False).stdout.strip() == want
+                               for h in self.hosts):
+            return "kept"
+        self._load(ref, env)
+        if self.cached:
+            for h in self.hosts:
+                others = set(h.docker("images", "-aq", "--no-trunc").stdout.split()) - {want}
+                if others:
+                    h.docker("rmi", "-f", *others, check=False, timeout=300)
+        return "loaded"
+
+    def _load(self, ref: str, env: dict[str, str]) -> None:
         save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE, env=env)
         logs = [(h.root / "load.log").open("w+") for h in self.hosts]
         loads = [subprocess.Popen(["docker", "-H", h.url, "load", "-q"], stdin=subprocess.PIPE,
@@ -299,7 +335,7 @@ class TwoHosts:
             if h.log:
                 h.log.close()
             if h.mounted:
-                _run("umount", "-R", str(h.root / "data"), check=False)
+                _run("umount", "-R", str(h.data), check=False)
         # Whatever a daemon left mounted below the directory (its netns bind mount in the exec root), deepest first.
         with open("/proc/self/mounts") as f:
             left = [line.split()[1] for line in f if line.split()[1].startswith(f"{self.root}/")]
@@ -308,3 +344,5 @@ class TwoHosts:
         for ns in self.namespaces:  # the veth pair is deleted with its namespaces
             _run("ip", "netns", "delete", ns, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+        for c in self.caches:
+            c.release()
