@@ -155,7 +155,7 @@ def test_committed_reports_are_current():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
-    reports = sorted(root.glob("*/report.json"))
+    reports = sorted(root.rglob("report.json"))
     assert reports, "no committed bench report"
     for path in reports:
         # the files stay as ddpctl wrote them (older ones name the device pipeline "gpu"); report.md is what
@@ -249,3 +249,20 @@ def test_socket_cells_use_the_socket_link_and_say_what_would_gain():
     sock["summary"]["grad_compression"] = "bf16"
     from ddpctl.bench.links import grad_bytes
     assert grad_bytes(100, sock["summary"]) == 200
+
+
+def test_plots_of_a_matrix_without_lines_draw_no_empty_legend(tmp_path):
+    """One 1-GPU cell per workload (``--strategies single --gpus 1``, the CPU default of a small matrix) gives
+    axes with no labelled line: the plots are still written, with no empty legend and no matplotlib warning."""
+    import warnings
+
+    pytest.importorskip("matplotlib")
+    from ddpctl.bench.plots import make_plots
+
+    rep = make_report()
+    rep["cells"] = [c for c in rep["cells"] if c["strategy"] == "single"]
+    rep["plan"]["gpu_counts"] = [1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        written = make_plots(rep, tmp_path)
+    assert written and all((tmp_path / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)

@@ -12,6 +12,13 @@ SIZE_PX = (960, 600)
 DPI = 100
 
 
+
+def _legend(ax, **kw) -> None:
+    """A legend when the axes hold a labelled line (a matrix of 1-GPU cells only has none: no empty legend and
+    no matplotlib warning on the user's terminal)."""
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(**kw)
+
 def available() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -76,7 +83,7 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
         ax.set_ylim(bottom=0)
         ax.set_xticks(report["plan"]["gpu_counts"])
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        _legend(ax, fontsize=7)
     fig.suptitle("Throughput vs " + unit)
     fig.tight_layout()
     save(fig, "throughput_vs_gpus.png")
@@ -102,7 +109,7 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
     ax.set_xticks(report["plan"]["gpu_counts"])
     ax.set_ylim(0, max(1.1, top + 0.05))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+    _legend(ax, fontsize=7, loc="lower left")
     ax.set_title("Scaling efficiency vs " + unit)
     fig.tight_layout()
     save(fig, "efficiency_vs_gpus.png")
@@ -131,7 +138,7 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
     ax.set_ylabel("images / s")
     ax.set_title("Strategies (largest count each)")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     fig.tight_layout()
     save(fig, "strategies.png")
     return made
