@@ -91,6 +91,7 @@ class GpuDockerd:
         if self.cache is not None and self.cache.acquire():
             self.data = self.cache.path / "data"
             self.data.mkdir(parents=True, exist_ok=True)
+            testcache.forget_networks(self.data)
         else:
             self.cache = None
             self.data.mkdir()

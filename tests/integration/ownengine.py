@@ -66,6 +66,7 @@ class OwnEngine:
         if self.cache.acquire():
             self.data = self.cache.path / "data"
             self.data.mkdir(parents=True, exist_ok=True)
+            testcache.forget_networks(self.data)
         else:
             self.cache = None
             self.data.mkdir()

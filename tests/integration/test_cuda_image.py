@@ -74,14 +74,19 @@ def gpu_engine_cuda(engine, cuda_image):
             "no GPU-request engine: not root (a second dockerd needs root)")
     # ~5 GB of image: more than its default 6 GB tmpfs holds with the layers unpacked; kept between runs (cache)
     d = GpuDockerd(tmpfs=False, cache="cuda")
+    had_docker0 = os.path.exists("/sys/class/net/docker0")
     try:
         t0 = time.monotonic()
         d.start()
+        # the shared engine's default bridge must survive a second daemon (a kept data root's network state once
+        # made the daemon delete it: testcache.forget_networks)
+        assert os.path.exists("/sys/class/net/docker0") == had_docker0, "the second dockerd removed docker0"
         how = d.load_image(cuda_image)
         print(f"second dockerd up and {cuda_image} {how} in {time.monotonic() - t0:.1f} s")
         yield d
     finally:
         d.stop()
+        assert os.path.exists("/sys/class/net/docker0") == had_docker0, "the second dockerd removed docker0"
 
 
 def test_cuda_image_two_nodes_one_gpu_each_on_the_gpu_engine(cuda_image, gpu_engine_cuda, tmp_path):

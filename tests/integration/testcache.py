@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 
@@ -50,3 +51,12 @@ class Entry:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the lock
             self._fd = None
+
+
+def forget_networks(data_root: Path) -> None:
+    """Drop a kept dockerd data root's network state (libnetwork's store under ``network/``) before the daemon
+    starts on it again: only the images are worth keeping, and a dockerd 20.10 in the machine's own network
+    namespace that restarts on its stored default bridge deletes the host's ``docker0`` (seen here with the
+    second dockerd of the GPU-request tests: ``--bridge=ddgpu0`` on the first start, docker0 gone on the second),
+    which the shared engine needs for every container it starts."""
+    shutil.rmtree(data_root / "network", ignore_errors=True)

@@ -205,6 +205,7 @@ class TwoHosts:
         if self.cached:
             h.data = self.caches[self.hosts.index(h)].path / "data"
             h.data.mkdir(parents=True, exist_ok=True)
+            testcache.forget_networks(h.data)
         else:
             h.data = h.root / "data"
             h.data.mkdir()
