@@ -87,13 +87,10 @@ class GpuDockerd:
     def start(self, timeout: float = 60) -> None:
         # The data root on its own tmpfs: unmounting it is instant, deleting ~1 GB of overlay2 layers from
         # disk took 70 s here. With a cache this session holds: the cache's data root, kept after stop().
-        self.data = self.root / "data"
-        if self.cache is not None and self.cache.acquire():
-            self.data = self.cache.path / "data"
-            self.data.mkdir(parents=True, exist_ok=True)
-            testcache.forget_networks(self.data)
-        else:
+        self.data = testcache.kept_data_root(self.cache)
+        if self.data is None:
             self.cache = None
+            self.data = self.root / "data"
             self.data.mkdir()
         if self.tmpfs and self.cache is None:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6g,mode=0711", "ddpctl-test-gpu",
@@ -123,7 +120,7 @@ class GpuDockerd:
                 raise RuntimeError(f"dockerd exited with {self.proc.returncode}:\n{self.log_tail()}")
             if self.docker("version", check=False, timeout=10).returncode == 0:
                 if self.cache is not None:
-                    self._remove_containers()  # a killed run's, kept in the cached data root
+                    testcache.remove_leftovers(self.docker)  # a killed run's, in the kept data root
                 return
             time.sleep(0.5)
         raise RuntimeError(f"dockerd did not answer within {timeout:.0f} s:\n{self.log_tail()}")
@@ -135,11 +132,6 @@ class GpuDockerd:
         return subprocess.run(["docker", "-H", self.host, *args], capture_output=True, text=True, check=check,
                               timeout=timeout, **kw)
 
-    def _remove_containers(self) -> None:
-        ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
-        if ids:
-            self.docker("rm", "-f", *ids, check=False, timeout=120)
-
     def load_image(self, ref: str, source_host: str | None = None) -> str:
         """``docker save REF | docker -H <this daemon> load`` from the shared engine; with a cache, only if this
         daemon lacks that image id. Returns "loaded" or "kept"."""
@@ -147,8 +139,7 @@ class GpuDockerd:
             src_id = subprocess.run(["docker"] + (["-H", source_host] if source_host else []) +
                                     ["image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True,
                                     check=True, timeout=60).stdout.strip()
-            have = self.docker("image", "inspect", "-f", "{{.Id}}", ref, check=False, timeout=60).stdout.strip()
-            if have == src_id:
+            if testcache.image_id(self.docker, ref) == src_id:
                 return "kept"
         src = ["docker"] + (["-H", source_host] if source_host else []) + ["save", ref]
         save = subprocess.Popen(src, stdout=subprocess.PIPE)
@@ -161,12 +152,7 @@ class GpuDockerd:
         if save.returncode != 0 or load.returncode != 0:
             raise RuntimeError(f"loading {ref} failed: {load.stderr}")
         if self.cache is not None:
-            # one image per cache: the one this daemon serves now (removed after the load, so the layers a rebuilt
-            # image shares with the one before were not unpacked again)
-            want = self.docker("image", "inspect", "-f", "{{.Id}}", ref, timeout=60).stdout.strip()
-            others = set(self.docker("images", "-aq", "--no-trunc", timeout=60).stdout.split()) - {want}
-            if others:
-                self.docker("rmi", "-f", *others, check=False, timeout=300)
+            testcache.keep_only(self.docker, testcache.image_id(self.docker, ref))
         return "loaded"
 
     def hook_calls(self) -> list[str]:
@@ -178,7 +164,9 @@ class GpuDockerd:
 
     def stop(self, timeout: float = 60) -> None:
         if self.proc and self.proc.poll() is None:
-            self._remove_containers()
+            ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
+            if ids:
+                self.docker("rm", "-f", *ids, check=False, timeout=120)
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout)

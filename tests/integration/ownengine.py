@@ -63,22 +63,17 @@ class OwnEngine:
         _run("ip", "netns", "add", self.netns)
         self.made_netns = True
         _run("ip", "-n", self.netns, "link", "set", "lo", "up")
-        if self.cache.acquire():
-            self.data = self.cache.path / "data"
-            self.data.mkdir(parents=True, exist_ok=True)
-            testcache.forget_networks(self.data)
+        kept = testcache.kept_data_root(self.cache)
+        if kept is not None:
+            self.data = kept
         else:
             self.cache = None
             self.data.mkdir()
             _run("mount", "-t", "tmpfs", "-o", "size=4g,mode=0711", f"ddpctl-test-{self.netns}", str(self.data))
             self.mounted = True
         self.start_daemon(timeout)
-        if self.cache is not None:  # what a killed run left in the kept data root
-            ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
-            if ids:
-                self.docker("rm", "-f", *ids, check=False, timeout=120)
-            self.docker("volume", "prune", "-f", check=False, timeout=60)
-            self.docker("network", "prune", "-f", check=False, timeout=60)
+        if self.cache is not None:
+            testcache.remove_leftovers(self.docker)  # what a killed run left in the kept data root
 
     def start_daemon(self, timeout: float = 90) -> None:
         dockerd = shutil.which("dockerd") or "/usr/sbin/dockerd"
@@ -123,8 +118,7 @@ class OwnEngine:
         that image id; every other image there is removed after). Returns "loaded" or "kept"."""
         want = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True,
                               check=True, timeout=60, env=_clean_env()).stdout.strip()
-        if self.cache is not None and self.docker("image", "inspect", "-f", "{{.Id}}", ref,
-                                                  check=False).stdout.strip() == want:
+        if self.cache is not None and testcache.image_id(self.docker, ref) == want:
             return "kept"
         save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE, env=_clean_env())
         try:
@@ -136,9 +130,7 @@ class OwnEngine:
         if save.returncode != 0 or load.returncode != 0:
             raise RuntimeError(f"loading {ref} failed: {load.stderr}")
         if self.cache is not None:
-            others = set(self.docker("images", "-aq", "--no-trunc").stdout.split()) - {want}
-            if others:
-                self.docker("rmi", "-f", *others, check=False, timeout=300)
+            testcache.keep_only(self.docker, want)
         return "loaded"
 
     def labelled(self, job: str) -> dict[str, list[str]]:

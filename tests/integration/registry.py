@@ -11,6 +11,7 @@ without credentials in the Docker config is refused, as a real private registry 
 from __future__ import annotations
 
 import base64
+import contextlib
 import ipaddress
 import json
 import shutil
@@ -143,3 +144,41 @@ class Registry:
         token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
         (dest / "config.json").write_text(json.dumps({"auths": {self.address: {"auth": token}}}))
         return dest
+
+
+@contextlib.contextmanager
+def kept(name: str, max_bytes: float, scratch: Path):
+    """A real registry kept between runs (testcache.py entry ``name``) on the port it had last time, so the engine
+    finds the layers it pushed there before (dockerd keeps, per registry address, which blob each layer became)
+    and pushes only what is new: a manifest, or the layers a rebuilt image changed; a push to another repository
+    of the same registry mounts the blobs it already holds. Past ``max_bytes`` of blobs (older images' layers)
+    the data is dropped and the next push is whole. Without the entry (another session holds it,
+    ``DDPCTL_TEST_CACHE=off``): a fresh registry under ``scratch``, removed after."""
+    import testcache
+
+    entry = testcache.Entry(name)
+    if not entry.acquire():
+        r = Registry(scratch).start()
+        try:
+            yield r
+        finally:
+            r.stop()
+        return
+    try:
+        data = entry.path / "data"
+        held = sum(f.stat().st_size for f in data.rglob("*") if f.is_file()) if data.exists() else 0
+        if held > max_bytes:
+            shutil.rmtree(data, ignore_errors=True)
+        port_file = entry.path / "port"
+        port = int(port_file.read_text()) if port_file.exists() else None
+        try:
+            r = Registry(entry.path, port=port, keep_data=True).start()
+        except (RuntimeError, OSError):  # the kept port is taken now: another one (a whole push this time)
+            r = Registry(entry.path, keep_data=True).start()
+        port_file.write_text(str(r.port))
+        try:
+            yield r
+        finally:
+            r.stop()
+    finally:
+        entry.release()

@@ -14,12 +14,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import time
 import uuid
 
 import pytest
-import testcache
 from gpu_dockerd import NVIDIA_SMI, GpuDockerd, write_stub
 from itest_helpers import ddpctl
 
@@ -108,37 +106,15 @@ def test_cuda_image_two_nodes_one_gpu_each_on_the_gpu_engine(cuda_image, gpu_eng
 
 
 @pytest.fixture(scope="module")
-def cuda_registry(engine, cuda_image, tmp_path_factory):
-    """A real registry for the CUDA image's push, kept between runs (testcache.py) with the same port, so the
-    engine finds the layers it pushed there before and pushes only what is new: the manifest, or the layers a
-    rebuilt image changed (past twice one image's blobs, the older layers are dropped and the next push is whole). Without the cache (another session holds it,
-    DDPCTL_TEST_CACHE=off): a fresh registry, and the whole 5 GB push."""
+def cuda_registry(cuda_image, tmp_path_factory):
+    """A real registry for the CUDA image's push, kept between runs (registry.kept): a run pushes only what
+    changed, not 5 GB; without the kept one (another session holds it, DDPCTL_TEST_CACHE=off) the whole push."""
     import registry as reg
 
     if reg.missing():
         pytest.skip(f"no registry: {reg.missing()}")
-    entry = testcache.Entry("registry-cuda")
-    if not entry.acquire():
-        r = reg.Registry(tmp_path_factory.mktemp("cuda-registry")).start()
+    with reg.kept("registry-cuda", 2 * IMAGE_BLOBS_MAX, tmp_path_factory.mktemp("cuda-registry")) as r:
         yield r
-        r.stop()
-        return
-    try:
-        data = entry.path / "data"
-        held = sum(f.stat().st_size for f in data.rglob("*") if f.is_file()) if data.exists() else 0
-        if held > 2 * IMAGE_BLOBS_MAX:  # the layers of older images (a rebuilt base): start again
-            shutil.rmtree(data, ignore_errors=True)
-        port_file = entry.path / "port"
-        port = int(port_file.read_text()) if port_file.exists() else reg.free_port()
-        try:
-            r = reg.Registry(entry.path, port=port, keep_data=True).start()
-        except (RuntimeError, OSError):  # the kept port is taken now: another port (a full push this time)
-            r = reg.Registry(entry.path, keep_data=True).start()
-        port_file.write_text(str(r.port))
-        yield r
-        r.stop()
-    finally:
-        entry.release()
 
 
 def test_cuda_image_manifests_pin_its_digest_after_a_push(engine, cuda_image, cuda_registry):

@@ -80,6 +80,19 @@ def _absent(engine, ref: str) -> bool:
 
 
 @pytest.fixture(scope="module")
+def registry(tmp_path_factory, engine):
+    """This file's registry, kept between runs (registry.kept): the CPU image's layers under the workspace image
+    are pushed once per machine, later runs mount them into the new repository; a fresh one when another
+    session holds it."""
+    import registry as reg
+
+    if reg.missing():
+        pytest.skip(f"no registry: {reg.missing()}")
+    with reg.kept("registry-e2e", 4e9, tmp_path_factory.mktemp("e2e-registry")) as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
 def rendered(engine, cpu_image, registry, tmp_path_factory):
     """Every target rendered with --push (one build, one push: the later renders find the tree unchanged),
     then the image removed from the engine: whatever runs next pulls it from the registry by digest."""

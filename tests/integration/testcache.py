@@ -1,6 +1,7 @@
 """What the integration tests keep between runs on one machine, so a run does not redo the same slow setup:
-the data roots of the second Docker daemons with the image they serve (gpu_dockerd.py) and the registry the
-CUDA image is pushed to (test_cuda_image.py). Each entry is only ever used by one test session at a time (an
+the data roots of the test's own Docker daemons with the image they serve (gpu_dockerd.py, twohost.py,
+ownengine.py) and the registries the CUDA image and the end-to-end workspace image are pushed to
+(registry.kept). Each entry is only ever used by one test session at a time (an
 exclusive lock; a session that finds it held does the slow path in a fresh place instead), holds one image's
 worth of data (it drops what an older image left), and can be removed at any time: the next run rebuilds it.
 
@@ -60,3 +61,37 @@ def forget_networks(data_root: Path) -> None:
     second dockerd of the GPU-request tests: ``--bridge=ddgpu0`` on the first start, docker0 gone on the second),
     which the shared engine needs for every container it starts."""
     shutil.rmtree(data_root / "network", ignore_errors=True)
+
+
+def kept_data_root(entry: Entry | None) -> Path | None:
+    """``entry``'s dockerd data root, now held by this session and with no network state (``forget_networks``),
+    or None: no entry, caching off, or another session holds it (the caller then makes a fresh one)."""
+    if entry is None or not entry.acquire():
+        return None
+    data = entry.path / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    forget_networks(data)
+    return data
+
+
+def remove_leftovers(docker) -> None:
+    """What a killed run left in a kept daemon (containers, then the volumes and networks nothing uses).
+    ``docker(*args, check=..., timeout=...)`` runs the docker client against that daemon."""
+    ids = docker("ps", "-aq", check=False, timeout=30).stdout.split()
+    if ids:
+        docker("rm", "-f", *ids, check=False, timeout=120)
+    docker("volume", "prune", "-f", check=False, timeout=60)
+    docker("network", "prune", "-f", check=False, timeout=60)
+
+
+def image_id(docker, ref: str) -> str:
+    """The id of ``ref`` in that daemon ("" when it has no such image)."""
+    return docker("image", "inspect", "-f", "{{.Id}}", ref, check=False, timeout=60).stdout.strip()
+
+
+def keep_only(docker, want: str) -> None:
+    """Remove every image of a kept daemon but ``want`` (one image per entry, so it does not grow; after a load,
+    so the layers a rebuilt image shares with the one before were not unpacked again)."""
+    others = set(docker("images", "-aq", "--no-trunc", check=False, timeout=60).stdout.split()) - {want}
+    if others:
+        docker("rmi", "-f", *others, check=False, timeout=300)

@@ -149,24 +149,21 @@ class TwoHosts:
         for h, dev in zip(self.hosts, self.veth, strict=True):
             _run("ip", "-n", h.netns, "addr", "add", f"{h.addr}/{PREFIX}", "dev", dev)
             _run("ip", "-n", h.netns, "link", "set", dev, "up")
-        self.cached = all(c.acquire() for c in self.caches)
+        kept = [testcache.kept_data_root(c) for c in self.caches]
+        self.cached = all(d is not None for d in kept)
         if not self.cached:
             for c in self.caches:
                 c.release()
-        for h in self.hosts:
-            self._start_daemon(h)
+        for h, data in zip(self.hosts, kept, strict=True):
+            self._start_daemon(h, data if self.cached else None)
         end = time.monotonic() + timeout
         for h in self.hosts:
             while True:
                 if h.proc.poll() is not None:
                     raise RuntimeError(f"dockerd {h.name} exited with {h.proc.returncode}:\n{h.log_tail()}")
                 if h.docker("version", check=False, timeout=10).returncode == 0:
-                    if self.cached:  # what a killed run left in the kept data root
-                        ids = h.docker("ps", "-aq", check=False, timeout=30).stdout.split()
-                        if ids:
-                            h.docker("rm", "-f", *ids, check=False, timeout=120)
-                        h.docker("volume", "prune", "-f", check=False, timeout=60)
-                        h.docker("network", "prune", "-f", check=False, timeout=60)
+                    if self.cached:
+                        testcache.remove_leftovers(h.docker)  # what a killed run left in the kept data root
                     break
                 if time.monotonic() > end:
                     raise RuntimeError(f"dockerd {h.name} did not answer within {timeout:.0f} s:\n{h.log_tail()}")
@@ -200,12 +197,10 @@ class TwoHosts:
         return subprocess.run(["nsenter", f"--net=/run/netns/{self.hosts[0].netns}", *argv], capture_output=True,
                               text=True, env=env, timeout=timeout)
 
-    def _start_daemon(self, h: Host) -> None:
+    def _start_daemon(self, h: Host, kept: Path | None) -> None:
         h.root.mkdir()
-        if self.cached:
-            h.data = self.caches[self.hosts.index(h)].path / "data"
-            h.data.mkdir(parents=True, exist_ok=True)
-            testcache.forget_networks(h.data)
+        if kept is not None:
+            h.data = kept
         else:
             h.data = h.root / "data"
             h.data.mkdir()
@@ -267,15 +262,12 @@ class TwoHosts:
         env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
         want = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True,
                               env=env, check=True, timeout=60).stdout.strip()
-        if self.cached and all(h.docker("image", "inspect", "-f", "{{.Id}}", ref, check=False).stdout.strip() == want
-                               for h in self.hosts):
+        if self.cached and all(testcache.image_id(h.docker, ref) == want for h in self.hosts):
             return "kept"
         self._load(ref, env)
         if self.cached:
             for h in self.hosts:
-                others = set(h.docker("images", "-aq", "--no-trunc").stdout.split()) - {want}
-                if others:
-                    h.docker("rmi", "-f", *others, check=False, timeout=300)
+                testcache.keep_only(h.docker, want)
         return "loaded"
 
     def _load(self, ref: str, env: dict[str, str]) -> None:
