@@ -135,14 +135,7 @@ def job_name(engine):
 def _registry(tmp_path_factory, engine, **kw):
     import registry as reg
 
-    problem = reg.missing()
-    if problem:
-        if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"no registry: {problem}")
-        pytest.skip(f"no registry: {problem}")
-    if kw.get("host", "127.0.0.1") == "127.0.0.1" and not reg.engine_trusts_loopback(engine):
-        pytest.fail("the Docker Engine does not list 127.0.0.0/8 under insecure-registries (its default); "
-                    "add it to /etc/docker/daemon.json")
+    reg.require(engine, kw.get("host", "127.0.0.1"))
     r = reg.Registry(tmp_path_factory.mktemp("registry"), **kw).start()
     return r
 

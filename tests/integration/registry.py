@@ -14,6 +14,7 @@ import base64
 import contextlib
 import ipaddress
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -44,6 +45,19 @@ def engine_trusts_loopback(client) -> bool:
     """Does the engine list 127.0.0.1 under its insecure registries (plain HTTP allowed)?"""
     cidrs = (client.info().get("RegistryConfig") or {}).get("InsecureRegistryCIDRs") or []
     return any(ipaddress.ip_address("127.0.0.1") in ipaddress.ip_network(c, strict=False) for c in cidrs)
+
+
+def require(engine, host: str = "127.0.0.1") -> None:
+    """A registry can run here and the engine may push to it: else skip (no docker-registry installed on a
+    developer's machine) or, where the suite must run everything (DDPCTL_REQUIRE_DOCKER=1, `make test`), fail."""
+    import pytest
+
+    problem = missing()
+    if problem:
+        (pytest.fail if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1" else pytest.skip)(f"no registry: {problem}")
+    if host == "127.0.0.1" and not engine_trusts_loopback(engine):
+        pytest.fail("the Docker Engine does not list 127.0.0.0/8 under insecure-registries (its default); "
+                    "add it to /etc/docker/daemon.json")
 
 
 class Registry:

@@ -106,13 +106,12 @@ def test_cuda_image_two_nodes_one_gpu_each_on_the_gpu_engine(cuda_image, gpu_eng
 
 
 @pytest.fixture(scope="module")
-def cuda_registry(cuda_image, tmp_path_factory):
+def cuda_registry(engine, cuda_image, tmp_path_factory):
     """A real registry for the CUDA image's push, kept between runs (registry.kept): a run pushes only what
     changed, not 5 GB; without the kept one (another session holds it, DDPCTL_TEST_CACHE=off) the whole push."""
     import registry as reg
 
-    if reg.missing():
-        pytest.skip(f"no registry: {reg.missing()}")
+    reg.require(engine)
     with reg.kept("registry-cuda", 2 * IMAGE_BLOBS_MAX, tmp_path_factory.mktemp("cuda-registry")) as r:
         yield r
 
