@@ -12,12 +12,12 @@ SIZE_PX = (960, 600)
 DPI = 100
 
 
-
 def _legend(ax, **kw) -> None:
     """A legend when the axes hold a labelled line (a matrix of 1-GPU cells only has none: no empty legend and
     no matplotlib warning on the user's terminal)."""
     if ax.get_legend_handles_labels()[1]:
         ax.legend(**kw)
+
 
 def available() -> bool:
     try:
