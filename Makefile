@@ -13,6 +13,13 @@ CUDA_TEST_IMAGE ?= ddpctl/ddp-train:cuda-local
 # (xdist_group marks, --dist loadgroup). `make check`: CPU-bound, one worker per core.
 TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 2
+# more pytest arguments for check, unit and test (e.g. PYTEST_ARGS='--durations=0', or -k EXPR)
+PYTEST_ARGS ?=
+
+# Python writes its bytecode caches (__pycache__, git-ignored) even where the environment says not to: without
+# them every `ddpctl` and ddp-train process the tests start compiles ddpctl's or ddp_train's sources again, and
+# every pytest worker rewrites the test modules again (the CLI tests: a quarter more CPU; docs/BENCHMARKS.md)
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install check test unit render lint image image-cpu image-cuda-local engine base-image wheelhouse clean
 
@@ -30,17 +37,17 @@ install: $(VENV)/.installed  ## venv with ddpctl (editable), CPU torch and the t
 
 check: install  ## the inner loop, no Docker Engine needed: lint + unit + CLI tests (about a minute)
 	$(BIN)/ruff check src tests
-	$(BIN)/pytest -q -n $(CHECK_WORKERS) tests/unit tests/cli -m "not docker and not slurm and not distributed"
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) tests/unit tests/cli -m "not docker and not slurm and not distributed" $(PYTEST_ARGS)
 
 unit: install  ## every test that needs no Docker Engine (also torch.distributed and the Slurm cluster)
-	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadgroup tests -m "not docker"
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadgroup tests -m "not docker" $(PYTEST_ARGS)
 
 # --durations=40: the slowest tests in every run's output (CI's too), where a slow new test shows first.
 # PYTEST_EXIT_FILE (environment, set by .ci/run): pytest's exit status is written there, since make reports 2
 # for any failed recipe.
 test: install engine image-cpu image-cuda-local  ## everything, on the real Docker Engine (started if needed)
 	DDPCTL_REQUIRE_DOCKER=1 DDPCTL_TEST_IMAGE='$(CPU_IMAGE)' DDPCTL_TEST_CUDA_IMAGE='$(CUDA_TEST_IMAGE)' \
-		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40 tests; status=$$?; \
+		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40 $(PYTEST_ARGS) tests; status=$$?; \
 	if [ -n "$$PYTEST_EXIT_FILE" ]; then echo "$$status" > "$$PYTEST_EXIT_FILE"; fi; exit "$$status"
 
 render: install  ## regenerate the checked-in examples under compose/ k8s/ slurm/
