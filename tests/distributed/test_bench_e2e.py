@@ -13,6 +13,7 @@ import pytest
 
 from ddpctl.bench.plots import SIZE_PX
 from ddpctl.bench.report import schema
+from ddpctl.bench.runner import MIN_RUN_S
 
 pytestmark = pytest.mark.distributed
 
@@ -153,11 +154,12 @@ def test_a_run_the_budget_cuts_is_skipped_a_hung_one_failed(tmp_path):
     --cell-timeout itself: it hung, failed, exit 1."""
     base = ["bench", "--workloads", "toy", "--strategies", "single", "--gpus", "1", "--warmup", "0", "--steps",
             "100000", "--no-probe", "--no-plots"]
-    res = ddpctl(*base, "--time-budget", "20", "--cell-timeout", "600", "-o", str(tmp_path / "cut"))
+    # both limits short (the budget just above what a run must have left to start): each run trains until killed
+    res = ddpctl(*base, "--time-budget", str(MIN_RUN_S + 1), "--cell-timeout", "600", "-o", str(tmp_path / "cut"))
     assert res.returncode == 0, res.stderr
     run = json.loads((tmp_path / "cut" / "report.json").read_text())["cells"][0]["runs"][0]
     assert run["skipped"] and run["error"].startswith("skipped: the --time-budget left"), run
-    res = ddpctl(*base, "--cell-timeout", "20", "-o", str(tmp_path / "hung"))
+    res = ddpctl(*base, "--cell-timeout", "8", "-o", str(tmp_path / "hung"))
     assert res.returncode == 1
     run = json.loads((tmp_path / "hung" / "report.json").read_text())["cells"][0]["runs"][0]
     assert not run["skipped"] and run["error"].startswith("timed out after"), run

@@ -18,6 +18,7 @@ import pytest
 import torch
 from ddp_helpers import TOY, ok, run, summary, torchrun
 
+import testcache
 from ddp_train import compilescope
 from ddp_train.flags import COMPILE_UNIT_MODELS, MODELS
 from ddp_train.models import ToyCNN, build_model
@@ -153,23 +154,37 @@ def test_two_ranks_bucketed_blocks_match_uncompiled_losses(tmp_path):
     assert curves["blocks"] == pytest.approx(curves["plain"], abs=2e-4)
 
 
-@pytest.mark.slow  # ~130 s on 2 shared cores: inductor builds C++ kernels for each unit
 def _torch_through(link):
     """Environment in which `import torch` resolves through `link`, a symlink to torch's site-packages."""
     link.symlink_to(os.path.dirname(os.path.dirname(torch.__file__)), target_is_directory=True)
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(link), os.environ.get("PYTHONPATH")]))}
 
 
-def test_inductor_blocks_single_process_matches_uncompiled(tmp_path):
+@pytest.fixture
+def inductor_env(tmp_path):
+    """The environment of an inductor run: torch imported through a symlink whose path has no space (inductor's
+    C++ build cannot link under one, and CI's clone lives under one) and inductor's cache folder. Both are kept
+    between runs (tests/testcache.py, entry ``inductor``): at the same link path inductor's kernels of an unchanged
+    graph come from its own cache (the toy run's compile 32 s -> 7 s on 2 cores), as on a user's second run; a
+    changed graph builds again. With the cache off or held by another session: both under tmp_path (a full build)."""
+    entry = testcache.Entry("inductor")
+    base = entry.path if entry.acquire() else tmp_path
+    link = base / "torch-site"
+    if link.is_symlink():
+        link.unlink()  # re-pointed every run: this run's torch (a fresh clone's venv is elsewhere)
+    yield {**_torch_through(link), "TORCHINDUCTOR_CACHE_DIR": str(base / "inductor")}
+    entry.release()
+
+
+@pytest.mark.slow  # ~130 s on 2 shared cores when inductor builds C++ kernels for each unit (its cache is cold)
+def test_inductor_blocks_single_process_matches_uncompiled(tmp_path, inductor_env):
     """The default backend (inductor's CPU kernels) compiled block by block: the same losses within fp32
-    rounding as the uncompiled run. Inductor's C++ build cannot link under a path with a space (ddp-train refuses
-    it there, next test), and CI's clone lives under one: then torch is imported through a symlink without one."""
+    rounding as the uncompiled run."""
     base = TOY + ["--epochs", "1", "--log-interval", "4", "--no-eval", "--strategy", "single"]
-    torch_env = _torch_through(tmp_path / "site") if " " in torch.__file__ else {}
     curves = {}
     for kind, extra in (("plain", []), ("blocks", ["--compile", "--compile-scope", "blocks"])):
         m = tmp_path / f"{kind}.jsonl"
-        s = summary(ok(run(base + extra + ["--metrics-file", str(m)], timeout=600, **torch_env)))
+        s = summary(ok(run(base + extra + ["--metrics-file", str(m)], timeout=600, **inductor_env)))
         assert s["compile_scope"] == ("blocks" if extra else None)
         curves[kind] = _losses(m)
     assert curves["blocks"] == pytest.approx(curves["plain"], abs=2e-4)
