@@ -83,6 +83,10 @@ def main(argv=None) -> int:
         from .config import parse_args
 
         args = parse_args(argv)
+        from .startup import import_modules
+
+        # torch, the compiler every optimizer step imports, and the training code, with the collector paused
+        import_modules("torch", "torch._dynamo", "torch.distributed", "ddp_train.train")
         import torch.distributed as dist
 
         from .train import run

@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
               "-m ddp_train.allreduce_probe", file=sys.stderr)
         return 2
 
+    from .startup import import_modules
+
+    import_modules("torch", "torch.distributed")  # with the collector paused (startup.py)
     import torch
     import torch.distributed as dist
 

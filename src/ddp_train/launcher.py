@@ -184,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     final = ""  # the one closing line, written after c10d's fd-2 messages are drained (they come first)
     try:
+        from .startup import import_modules
+
+        import_modules("torch.distributed.run")  # torch, with the collector paused (startup.py)
         from torch.distributed.elastic.multiprocessing.api import SignalException
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.run import main as torchrun_main
