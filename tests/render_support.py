@@ -99,11 +99,18 @@ _FAKE_SRUN = """#!/bin/sh
 trap '' TERM
 exec "{python}" "$0.py" "$@"
 """
-_FAKE_SRUN_PY = """import json, os, sys
+_FAKE_SRUN_PY = """import json, os, sys, time
 # The rendezvous store's step (srun --overlap ... &) goes to its own file; the training step to FAKE_SRUN_OUT.
 out = os.environ["FAKE_SRUN_OUT"]
+store = out.replace(".json", "-store.json")
 if "--overlap" in sys.argv[1:]:
-    out = out.replace(".json", "-store.json")
+    out = store
+elif os.environ.get("FAKE_SRUN_STORE_WAIT"):
+    # As a real training step's agents wait for the store: the script ends, and kills the store's step, only
+    # after the store's srun is up (on a loaded machine it may not have run its first line yet).
+    deadline = time.monotonic() + float(os.environ["FAKE_SRUN_STORE_WAIT"])
+    while not os.path.exists(store) and time.monotonic() < deadline:
+        time.sleep(0.02)
 with open(out + ".tmp", "w") as fh:
     json.dump({"argv": sys.argv[1:], "env": dict(os.environ)}, fh)
 os.replace(out + ".tmp", out)
@@ -136,12 +143,14 @@ def run_sbatch(script: str, tmp: Path, nodes: int, job_id: str = "4242", extra_e
     store.unlink(missing_ok=True)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_SRUN_OUT": str(out), "SLURM_JOB_ID": job_id,
            "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-node-[1-{nodes}]", "HOME": str(tmp),
-           **(extra_env or {})}
-    result = subprocess.run(["bash", str(path)], cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
+           **({"FAKE_SRUN_STORE_WAIT": str(STORE_WAIT)} if "--overlap" in script else {}), **(extra_env or {})}
+    result = subprocess.run(["bash", str(path)], cwd=tmp, env=env, capture_output=True, text=True,
+                            timeout=60 + STORE_WAIT)
     if result.returncode != 0:
         raise AssertionError(f"script failed ({result.returncode}): {result.stderr}")
     got = json.loads(out.read_text())
-    # the store's srun runs in the background (&): a Python start-up that a loaded machine may take seconds for
+    # the store's srun runs in the background (&); the training step's recorder waited for it, so it is there
+    # unless it never started
     deadline = time.monotonic() + STORE_WAIT
     while not store.exists():
         assert time.monotonic() < deadline, f"the store step's srun wrote no {store.name} within {STORE_WAIT} s"
