@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 
 # Python writes its bytecode caches (__pycache__, git-ignored) even where the environment says not to: without
 # them every `ddpctl` and ddp-train process the tests start compiles ddpctl's or ddp_train's sources again, and
-# every pytest worker rewrites the test modules again (the CLI tests: a quarter more CPU; docs/BENCHMARKS.md)
+# every pytest worker rewrites the test modules again (the CLI tests: 30 % more CPU; docs/BENCHMARKS.md)
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install check test unit render lint image image-cpu image-cuda-local engine base-image wheelhouse clean
