@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from itest_helpers import CPU_IMAGE, MANAGED, ddpctl
+from itest_helpers import CPU_IMAGE, MANAGED, ddpctl, missing_part
 
 from enginelock import engine_lock
 
@@ -69,9 +69,7 @@ def _other_session(attrs: dict) -> bool:
 def engine():
     problem = _engine_ok()
     if problem:
-        if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"no Docker Engine ({problem}); run scripts/ci-setup.sh")
-        pytest.skip(f"no Docker Engine ({problem})")
+        missing_part(f"no Docker Engine ({problem}); run scripts/ci-setup.sh")
     import docker
 
     client = docker.from_env()
@@ -119,7 +117,7 @@ def cuda_image(engine):
         engine.images.get(CUDA_IMAGE)
     except Exception:  # noqa: BLE001
         message = f"{CUDA_IMAGE} is missing: build it with 'make image-cuda-local'"
-        (pytest.fail if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1" else pytest.skip)(message)
+        missing_part(message)
     return CUDA_IMAGE
 
 

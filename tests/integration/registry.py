@@ -14,7 +14,6 @@ import base64
 import contextlib
 import ipaddress
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -48,13 +47,14 @@ def engine_trusts_loopback(client) -> bool:
 
 
 def require(engine, host: str = "127.0.0.1") -> None:
-    """A registry can run here and the engine may push to it: else skip (no docker-registry installed on a
-    developer's machine) or, where the suite must run everything (DDPCTL_REQUIRE_DOCKER=1, `make test`), fail."""
+    """A registry can run here (else itest_helpers.missing_part: skipped where docker-registry is not installed,
+    a failure under `make test`) and the engine may push to it over plain HTTP (else a failure)."""
     import pytest
+    from itest_helpers import missing_part
 
     problem = missing()
     if problem:
-        (pytest.fail if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1" else pytest.skip)(f"no registry: {problem}")
+        missing_part(f"no registry: {problem}")
     if host == "127.0.0.1" and not engine_trusts_loopback(engine):
         pytest.fail("the Docker Engine does not list 127.0.0.0/8 under insecure-registries (its default); "
                     "add it to /etc/docker/daemon.json")

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 from gpu_dockerd import NVIDIA_SMI, GpuDockerd, write_stub
-from itest_helpers import ddpctl
+from itest_helpers import ddpctl, missing_part
 
 from ddpctl.images.plans import LABEL_CUDA, LABEL_TORCH
 
@@ -68,7 +68,7 @@ def test_cuda_image_runs_the_ddp_train_toy_job_on_cpu(engine, cuda_image, job_na
 @pytest.fixture(scope="module")
 def gpu_engine_cuda(engine, cuda_image):
     if os.geteuid() != 0:
-        (pytest.fail if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1" else pytest.skip)(
+        missing_part(
             "no GPU-request engine: not root (a second dockerd needs root)")
     # ~5 GB of image: more than its default 6 GB tmpfs holds with the layers unpacked; kept between runs (cache)
     d = GpuDockerd(tmpfs=False, cache="cuda")

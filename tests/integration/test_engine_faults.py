@@ -18,15 +18,11 @@ import uuid
 
 import pytest
 from attached import Up, no_traceback
-from itest_helpers import ddpctl
+from itest_helpers import ddpctl, missing_part
 from ownengine import OwnEngine
 
 WAIT = "30"  # DDPCTL_ENGINE_WAIT for these tests: a restart takes a few seconds here
 TRAIN = ["ddp-train", "--epochs", "1", "--checkpoint-every", "2"]
-
-
-def _required() -> bool:
-    return os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +35,7 @@ def own(engine, cpu_image):
     elif not (shutil.which("ip") and shutil.which("nsenter")):
         problem = "no 'ip' (iproute2) or 'nsenter' (util-linux)"
     if problem:
-        (pytest.fail if _required() else pytest.skip)(f"no engine of the test's own: {problem}")
+        missing_part(f"no engine of the test's own: {problem}")
     eng = OwnEngine()
     try:
         t0 = time.monotonic()
@@ -129,7 +125,7 @@ def test_an_engine_that_does_not_come_back_ends_the_job_in_bounded_time(own, job
 def tiny_dir(tmp_path):
     """A 320 KiB tmpfs: room for one checkpoint of the toy model (about 210 KiB) and not for a second."""
     if os.geteuid() != 0:
-        (pytest.fail if _required() else pytest.skip)("mounting a tmpfs needs root")
+        missing_part("mounting a tmpfs needs root")
     d = tmp_path / "ckpt"
     d.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320k", "ddpctl-test-tiny", str(d)], check=True)

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 from gpu_dockerd import NVIDIA_SMI, GpuDockerd, write_stub
-from itest_helpers import ddpctl
+from itest_helpers import ddpctl, missing_part
 
 PRINT_GPUS = 'echo "GPUS node=$(hostname) rank=$RANK ids=$NVIDIA_VISIBLE_DEVICES"'
 MANAGED = "app.kubernetes.io/managed-by=ddpctl"
@@ -27,10 +27,6 @@ MANAGED = "app.kubernetes.io/managed-by=ddpctl"
 
 # one second dockerd at a time (its default bridge ddgpu0 is a fixed name)
 pytestmark = pytest.mark.xdist_group("gpu_dockerd")
-
-
-def _required() -> bool:
-    return os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +37,7 @@ def gpu_engine(engine, cpu_image):
     elif not (shutil.which("dockerd") or os.path.exists("/usr/sbin/dockerd")):
         problem = "no dockerd binary"
     if problem:
-        (pytest.fail if _required() else pytest.skip)(f"no GPU-request engine: {problem}")
+        missing_part(f"no GPU-request engine: {problem}")
     had_docker0 = os.path.exists("/sys/class/net/docker0")
     d = GpuDockerd(cache="cpu")  # its data root and the CPU image in it kept between runs (testcache.py)
     try:

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from itest_helpers import DDPCTL, ddpctl, labelled
+from itest_helpers import DDPCTL, ddpctl, labelled, missing_part
 
 LINE = re.compile(r"^node-(\d+)(?: rank-(\d+))? *\| (.*)$")
 
@@ -236,7 +236,7 @@ def test_an_image_without_the_launcher_is_one_line_and_leaves_nothing(engine, cp
         engine.images.get(DEFAULT_LOCAL_BASE)
     except Exception:  # noqa: BLE001
         # `make test` builds it (make image-cpu); only a hand-run without it may skip
-        (pytest.fail if os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1" else pytest.skip)(
+        missing_part(
             f"{DEFAULT_LOCAL_BASE} is not on this engine (make image-cpu builds it)")
     proc = ddpctl("up", "--name", job_name, "--image", DEFAULT_LOCAL_BASE, "--nodes", "2", "-d")
     lines = proc.stderr.strip().splitlines()

@@ -18,7 +18,7 @@ import time
 import uuid
 
 import pytest
-from itest_helpers import DDPCTL, ddpctl
+from itest_helpers import DDPCTL, ddpctl, missing_part
 from twohost import TwoHosts
 
 from procs import drain
@@ -28,10 +28,6 @@ TRAIN = ["ddp-train", "--max-steps", "5"]
 
 # one pair of fixed network namespaces and daemons at a time (the names and 10.216.0.0/24 are fixed)
 pytestmark = pytest.mark.xdist_group("two_hosts")
-
-
-def _required() -> bool:
-    return os.environ.get("DDPCTL_REQUIRE_DOCKER") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +42,7 @@ def two_hosts(engine, cpu_image):
     elif not shutil.which("openssl"):
         problem = "no 'openssl' (the daemons' TLS certificates are made with it)"
     if problem:
-        (pytest.fail if _required() else pytest.skip)(f"no two-host fixture: {problem}")
+        missing_part(f"no two-host fixture: {problem}")
     had_docker0 = os.path.exists("/sys/class/net/docker0")
     hosts = TwoHosts()
     try:
@@ -258,7 +254,7 @@ def _tls(two_hosts, cert_path=None) -> dict[str, str]:
 
 def _ssh(two_hosts) -> dict[str, str]:
     if two_hosts.ssh is None:
-        (pytest.fail if _required() else pytest.skip)("no sshd: run scripts/ci-setup-ssh.sh")
+        missing_part("no sshd: run scripts/ci-setup-ssh.sh")
     return two_hosts.ssh.env()
 
 
