@@ -11,7 +11,7 @@ start-up time on this machine).
 
     python benchmarks/cli_startup.py [--runs 15] [--target 0.3] [--no-fastparams]
 
-``--no-fastparams`` measures Typer's own parameter coercion (ddpctl.cli.fastparams not installed), what an
+``--no-fastparams`` measures Typer's own parameter coercion (ddpctl.cli.fast_params not installed), what an
 unsupported Typer version would give; it runs ``python -c`` instead of the console script.
 
 Exit status 1 when a median is above the target or a forbidden module is imported.
@@ -40,7 +40,7 @@ def ddpctl_path() -> str:
     return str(Path(sys.executable).parent / "ddpctl")
 
 
-NO_FASTPARAMS = "import ddpctl.cli.fastparams as f; f.install = lambda: None; "
+NO_FASTPARAMS = "import ddpctl.cli.fast_params as f; f.install = lambda: None; "
 
 
 def child_env() -> dict:
@@ -80,7 +80,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--target", type=float, default=0.3)
-    ap.add_argument("--no-fastparams", action="store_true", help="Typer's own coercion (no cli/fastparams.py)")
+    ap.add_argument("--no-fastparams", action="store_true", help="Typer's own coercion (no cli/fast_params.py)")
     args = ap.parse_args()
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {_load()}")

@@ -1,4 +1,4 @@
-"""Host time ddp-train's stop control costs per training step (the async flag all-reduce, ddp_train.preempt).
+"""Host time ddp-train's stop control costs per training step (the async flag all-reduce, ddp_train.loop.preempt).
 
 Starts WORLD processes on this machine (gloo, tcp://127.0.0.1), each alternating a stand-in for a training
 step (a sleep of --step-ms, then a blocking all-reduce of --grad-kb on the default group: DDP's gradient sync,
@@ -22,7 +22,7 @@ def _worker(rank, world, port, steps, step_s, grad_kb, out):
     import torch
     import torch.distributed as dist
 
-    from ddp_train import preempt
+    from ddp_train.loop import preempt
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     c = preempt.StopControl(distributed=True, rank=rank, interval_s=3600)

@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 
-from .errors import (
+from ddp_train.errors import (
     EXIT_INTERNAL,
     EXIT_OK,
     EXIT_SYNC,
@@ -29,7 +29,7 @@ exit codes: 0 identical (or within --atol), 4 they differ, 5 a file is not a val
 
 
 def compare_main(argv) -> int:
-    from .flags import ArgParser
+    from ddp_train.config.flags import ArgParser
 
     p = ArgParser(prog="ddp-train compare", description="Compare the models of two ddp-train checkpoints tensor "
                 "by tensor; prints one JSON line.", epilog=COMPARE_EPILOG,
@@ -39,7 +39,8 @@ def compare_main(argv) -> int:
     p.add_argument("--atol", type=float, default=0.0, help="largest absolute difference still counted equal")
     p.add_argument("--all", action="store_true", help="also compare optimizer state and step counters")
     args = p.parse_args(argv)
-    from . import checkpoint, sync
+    from ddp_train.checkpoint import storage as checkpoint
+    from ddp_train.comm import sync
 
     ca, cb = checkpoint.load(args.a), checkpoint.load(args.b)
     res = sync.compare_state_dicts(ca["model"], cb["model"], args.atol)
@@ -66,7 +67,7 @@ def compare_main(argv) -> int:
 def _exit(code: int, distributed: bool) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
-    from . import distributed as dist_mod
+    from ddp_train.runtime import distributed as dist_mod
 
     if distributed or dist_mod.JOINED[0]:
         # Peers may be blocked in a collective; tearing the process group down could hang. Leave now.
@@ -80,16 +81,16 @@ def main(argv=None) -> int:
     try:
         if argv[:1] == ["compare"]:
             return compare_main(argv[1:])
-        from .config import parse_args
+        from ddp_train.config.settings import parse_args
 
         args = parse_args(argv)
-        from .startup import import_modules
+        from ddp_train.runtime.startup import import_modules
 
         # torch, the compiler every optimizer step imports, and the training code, with the collector paused
-        import_modules("torch", "torch._dynamo", "torch.distributed", "ddp_train.train")
+        import_modules("torch", "torch._dynamo", "torch.distributed", "ddp_train.loop.trainer")
         import torch.distributed as dist
 
-        from .train import run
+        from ddp_train.loop.trainer import run
 
         try:
             code = run(args)

@@ -1,5 +1,5 @@
 """ddp-train's failure contract: exit codes, the error type mapped to them, and the texts that mean a lost peer
-(read by ``classify`` here, by the launcher, ``ddp_train.launcher``, and by ``ddpctl``'s executor from the
+(read by ``classify`` here, by the launcher, ``ddp_train.launcher.run``, and by ``ddpctl``'s executor from the
 output, which cannot import this module and tests against these texts).
 
 Codes below 128 are permanent (retrying the same command cannot help); codes of 128 and above are

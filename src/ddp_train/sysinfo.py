@@ -1,72 +1,11 @@
-"""What the training side sees: torch, CUDA, cuDNN, NCCL versions, GPUs, CPUs. Prints one JSON line.
+"""``python -m ddp_train.sysinfo``: the public path of the system information line (``ddpctl bench`` and
+``ddpctl doctor`` run it); its code lives in ``ddp_train.tools.sysinfo``."""
 
-``python -m ddp_train.sysinfo`` -- used by ``ddpctl bench`` for its hardware section (ddpctl itself never
-imports torch, so it asks this program, on the host or in the container that will run the benchmark).
-"""
-
-from __future__ import annotations
-
-import json
-import os
-import platform
 import sys
 
+from ddp_train.tools.sysinfo import main
 
-def collect() -> dict:
-    import torch
-
-    info: dict = {
-        "event": "sysinfo",
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "hostname": platform.node(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": _cpu_model(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": None,
-        "nccl": None,
-        "cuda_available": torch.cuda.is_available(),
-        "gpu_count": 0,
-        "gpus": [],
-    }
-    if torch.backends.cudnn.is_available():
-        info["cudnn"] = str(torch.backends.cudnn.version())
-    if torch.cuda.is_available():
-        try:
-            v = torch.cuda.nccl.version()
-            info["nccl"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
-        except Exception:  # noqa: BLE001 - a build without NCCL
-            pass
-        info["gpu_count"] = torch.cuda.device_count()
-        for i in range(info["gpu_count"]):
-            p = torch.cuda.get_device_properties(i)
-            info["gpus"].append({
-                "index": i,
-                "name": p.name,
-                "memory_gb": round(p.total_memory / 1e9, 1),
-                "capability": f"{p.major}.{p.minor}",
-                "multiprocessors": p.multi_processor_count,
-            })
-    return info
-
-
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def main() -> int:
-    print(json.dumps(collect()), flush=True)
-    return 0
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
     sys.exit(main())

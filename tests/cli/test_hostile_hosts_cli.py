@@ -82,10 +82,10 @@ def test_host_lists_split_the_same_way_everywhere():
 
 
 def test_hints_quote_every_value_for_the_shell():
-    from ddpctl.dockerengine.hostsengine import NamedEngine
+    from ddpctl.dockerengine.hosts_engine import NamedEngine
     from ddpctl.images.push import push_failure
     from ddpctl.local.executor.attach import failure_message
-    from ddpctl.local.executor.hosts import docker_cli
+    from ddpctl.local.executor.several_hosts import docker_cli
 
     evil = "x; touch pwned"
     hint = failure_message(evil, 1, 3, None).fix

@@ -101,7 +101,7 @@ def test_links_inside_the_workspace_are_kept_as_links_and_dockerignore_can_drop_
     assert code == 0, err
     assert "alias.py" in out and "pkglink" in out and "etc" not in out.split("from:")[1].split("\n")[0]
     from ddpctl.images import workspace as ws
-    from ddpctl.images.wsbuild import code_context
+    from ddpctl.images.workspace_build import code_context
 
     got = ws.scan(root)
     assert {f.rel: f.link for f in got.files if f.link} == {"alias.py": "pkg/model.py", "pkglink": "pkg"}

@@ -99,7 +99,7 @@ def elastic_fewer_ranks(tmp):
 def stop_signal(tmp):
     out = os.path.join(tmp, "out")
     args = BASE + ["--no-eval", "--sync-check", "off", "--output-dir", out]
-    cmd = [sys.executable, "-m", "ddp_train.launcher", "--standalone", "--nproc-per-node", "2", "-m", "ddp_train",
+    cmd = [sys.executable, "-m", "ddp_train.launcher.run", "--standalone", "--nproc-per-node", "2", "-m", "ddp_train",
            *args, "--debug-step-sleep", "0.3"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
                          start_new_session=True)

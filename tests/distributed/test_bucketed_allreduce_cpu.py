@@ -1,4 +1,4 @@
-"""The bucketed all-reduce of graph mode (``--graph-reducer bucketed``, ddp_train.flatreduce.BucketedAllReduce),
+"""The bucketed all-reduce of graph mode (``--graph-reducer bucketed``, ddp_train.comm.flat_reduce.BucketedAllReduce),
 checked eagerly on real 2-process gloo groups: its gradients after one step are DDP's and the flat reducer's,
 with parameters of several sizes, one parameter never used in the forward and one used on rank 0 only; buckets
 go out in bucket order on every rank, some during the backward; and ddp-train's training loop through it
@@ -50,8 +50,8 @@ def _grads(model):
 
 
 def _worker(rank, world, init_file, out_dir):
-    from ddp_train.bucketreduce import BucketedAllReduce
-    from ddp_train.flatreduce import FlatAllReduce
+    from ddp_train.comm.bucket_reduce import BucketedAllReduce
+    from ddp_train.comm.flat_reduce import FlatAllReduce
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     res = {}

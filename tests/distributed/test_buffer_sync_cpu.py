@@ -1,5 +1,5 @@
 """Graph mode's reducers broadcast rank 0's BatchNorm buffers only before the steps whose buffers are read
-afterwards (``buffer_sync="deferred"``, ddp_train.flatreduce), not before every forward as DDP does
+afterwards (``buffer_sync="deferred"``, ddp_train.comm.flat_reduce), not before every forward as DDP does
 (``buffer_sync="step"``). On real 2-process gloo groups, with different batches per rank: at every read point
 every rank holds bit for bit the buffers (and parameters) of the per-step broadcast, while dropping the broadcast
 altogether leaves other buffers on rank 1 (so these tests can tell); and ddp-train's loop through the reducers
@@ -42,8 +42,8 @@ class Net(nn.Module):
 
 
 def _worker(rank, world, init_file, out_dir):
-    from ddp_train.bucketreduce import BucketedAllReduce
-    from ddp_train.flatreduce import FlatAllReduce
+    from ddp_train.comm.bucket_reduce import BucketedAllReduce
+    from ddp_train.comm.flat_reduce import FlatAllReduce
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     res = {}

@@ -1,4 +1,4 @@
-"""``--compile-scope blocks`` (ddp_train.compilescope) on CPU.
+"""``--compile-scope blocks`` (ddp_train.model.compile_scope) on CPU.
 
 Most of these tests are about the mechanism, not inductor's kernels, so they pick torch.compile's ``aot_eager``
 backend (the hidden ``--debug-compile-backend``, or ``backend=`` in-process): AOTAutograd builds the same autograd
@@ -19,9 +19,9 @@ import torch
 from ddp_helpers import TOY, ok, run, summary, torchrun
 
 import testcache
-from ddp_train import compilescope
-from ddp_train.flags import COMPILE_UNIT_MODELS, MODELS
-from ddp_train.models import ToyCNN, build_model
+from ddp_train.config.flags import COMPILE_UNIT_MODELS, MODELS
+from ddp_train.model import compile_scope
+from ddp_train.model.networks import ToyCNN, build_model
 
 pytestmark = pytest.mark.distributed
 
@@ -35,7 +35,7 @@ def _backward_events(scope):
     torch.manual_seed(0)
     m = ToyCNN()
     if scope == "blocks":
-        assert compilescope.compile_units(m, backend="aot_eager") == ["features.0", "features.2", "features.4", "head"]
+        assert compile_scope.compile_units(m, backend="aot_eager") == ["features.0", "features.2", "features.4", "head"]
         net = m
     else:
         net = torch.compile(m, backend="aot_eager")
@@ -93,7 +93,7 @@ def test_every_unit_model_names_units_and_the_rest_refuse():
         shape = (1, 28, 28) if name == "mnist-cnn" else (3, 32, 32)
         m = build_model(name, shape, 10)
         if name in COMPILE_UNIT_MODELS:
-            units = compilescope.resolve_units(m)
+            units = compile_scope.resolve_units(m)
             covered = set()
             for _unit, owner, attr in units:
                 target = owner[int(attr)] if attr.isdigit() else getattr(owner, attr)
@@ -106,11 +106,11 @@ def test_every_unit_model_names_units_and_the_rest_refuse():
             assert len(units) >= 4 and len(covered) > len(rest), name
         else:
             with pytest.raises(Exception, match="use --compile-scope model"):
-                compilescope.resolve_units(m)
+                compile_scope.resolve_units(m)
     # and units keep the state_dict keys: compiled in place
     m = build_model("resnet18", (3, 32, 32), 10)
     keys = list(m.state_dict())
-    compilescope.compile_units(m, backend="aot_eager")
+    compile_scope.compile_units(m, backend="aot_eager")
     assert list(m.state_dict()) == keys and not any("_orig_mod" in k for k in keys)
 
 

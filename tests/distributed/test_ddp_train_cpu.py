@@ -85,8 +85,8 @@ def test_classic_transforms_are_torchvisions_operations():
     augmented, a window of the zero-padded image, mirrored or not."""
     import torch
 
-    from ddp_train.data import Split
-    from ddp_train.pipeline_classic import TorchvisionStyleDataset, _Builtin
+    from ddp_train.data.datasets import Split
+    from ddp_train.data.pipeline_classic import TorchvisionStyleDataset, _Builtin
 
     g = torch.Generator().manual_seed(3)
     imgs = torch.randint(0, 256, (4, 3, 8, 6), dtype=torch.uint8, generator=g)

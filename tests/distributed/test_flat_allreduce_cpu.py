@@ -1,4 +1,4 @@
-"""The flat all-reduce that graph mode uses instead of DDP (ddp_train.flatreduce), checked eagerly on a real
+"""The flat all-reduce that graph mode uses instead of DDP (ddp_train.comm.flat_reduce), checked eagerly on a real
 2-process gloo group: the same steps through it and through DistributedDataParallel give the same parameters
 and the same (broadcast) BatchNorm statistics. The CUDA-graph capture itself needs a GPU
 (tests/distributed/test_ddp_train_gpu.py)."""
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.distributed
 
 
 def _worker(rank, world, init_file, out_dir):
-    from ddp_train.flatreduce import FlatAllReduce
-    from ddp_train.models import ToyCNN
+    from ddp_train.comm.flat_reduce import FlatAllReduce
+    from ddp_train.model.networks import ToyCNN
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     results = {}

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ddp_train.launcher import failure_exit_code
+from ddp_train.launcher.run import failure_exit_code
 
 pytestmark = pytest.mark.distributed
 
@@ -28,7 +28,7 @@ def launch(module: str, how: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("how, code", [("ok", 0), ("3", 3), ("129", 129), ("kill", 137)])
 def test_worker_exit_code_reaches_the_container(how, code):
-    proc = launch("ddp_train.launcher", how)
+    proc = launch("ddp_train.launcher.run", how)
     assert proc.returncode == code, proc.stderr[-2000:]
     if code:
         assert proc.stderr.splitlines()[-1].startswith(f"ddp-train-launch: rank 1 failed (exit code {code}")

@@ -50,7 +50,7 @@ dist.barrier()
 
 def two_nodes(script: str, timeout: int = 180) -> list[subprocess.CompletedProcess]:
     port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, "-m", "ddp_train.launcher", "--nnodes", "2", "--nproc-per-node", "2",
+    procs = [subprocess.Popen([sys.executable, "-m", "ddp_train.launcher.run", "--nnodes", "2", "--nproc-per-node", "2",
                                "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", port,
                                "--no-python", sys.executable, "-c", script],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
@@ -106,7 +106,7 @@ def test_a_failing_rank_ends_its_node_with_one_root_cause_line_and_no_launcher_t
 
 def test_an_unreachable_master_is_one_retryable_line_without_cpp_stack_traces():
     port = str(free_port())  # nobody listens there
-    proc = subprocess.run([sys.executable, "-m", "ddp_train.launcher", "--nnodes", "2", "--nproc-per-node", "1",
+    proc = subprocess.run([sys.executable, "-m", "ddp_train.launcher.run", "--nnodes", "2", "--nproc-per-node", "1",
                            "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", port,
                            "--rdzv-conf", "timeout=3", "--no-python", "true"],
                           capture_output=True, text=True, timeout=120, env=env())

@@ -47,7 +47,7 @@ def _wait_for_step(out_dir, step, procs, timeout=150):
 def test_sigterm_to_the_agent_checkpoints_exits_retryable_and_resumes(tmp_path):
     out, full = tmp_path / "run", tmp_path / "full"
     args = ARGS + ["--output-dir", str(out)]
-    cmd = [sys.executable, "-m", "ddp_train.launcher", "--standalone", "--nproc-per-node", "2", "-m", "ddp_train",
+    cmd = [sys.executable, "-m", "ddp_train.launcher.run", "--standalone", "--nproc-per-node", "2", "-m", "ddp_train",
            *args, "--debug-step-sleep", "0.3"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
                          start_new_session=True)

@@ -73,7 +73,7 @@ def test_report_helper_is_stdlib_only_and_fills_in_the_launch():
     import subprocess
     import sys
 
-    src = resources.files("ddp_train") / "progress.py"
+    src = resources.files("ddp_train") / "observe" / "progress.py"
     code = (f"import sys, importlib.util; spec = importlib.util.spec_from_file_location('p', {str(src)!r}); "
             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
             "m.report(step=3, total=9, loss=0.5, checkpoint_step=2, checkpoint_path='/c/2.pt'); "

@@ -1,5 +1,5 @@
 """ddp-train's process group in its rendezvous round's own namespace of torchrun's shared agent store
-(ddp_train/rdzvstore.py says why), on a real TCPStore and real gloo process groups in separate processes.
+(ddp_train/runtime/round_store.py says why), on a real TCPStore and real gloo process groups in separate processes.
 
 Round 0: two ranks open a process group, reduce, and are killed (as the survivor's workers are when a peer is
 lost), leaving their keys (each rank's gloo address) in the store, as the workers of a round that ended do in the
@@ -19,14 +19,15 @@ from pathlib import Path
 import pytest
 import torch.distributed as dist
 
-from ddp_train import rdzvstore
+from ddp_train.runtime import distributed as d
+from ddp_train.runtime import round_store
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 RANK = r"""
 import argparse, sys
 import torch, torch.distributed as dist
-from ddp_train import distributed as d
+from ddp_train.runtime import distributed as d
 args = argparse.Namespace(init_method=None, rank=None, world_size=None, local_rank=None, connect_timeout=20,
                           pg_timeout=30)
 launch = d.detect(args)
@@ -46,7 +47,7 @@ def _rank(port: int, rank: int, number: int, end: str = "exit"):
     env = {**os.environ, "PYTHONPATH": SRC, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": "0",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TORCHELASTIC_RUN_ID": "round-store-test",
            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_USE_AGENT_STORE": "True",
-           rdzvstore.ROUND_ENV: str(number)}
+           round_store.ROUND_ENV: str(number)}
     return subprocess.Popen([sys.executable, "-c", RANK, str(number), end], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -86,25 +87,23 @@ class _Holder:
 
 
 def test_the_agent_exports_the_round_it_joined(monkeypatch):
-    monkeypatch.delenv(rdzvstore.ROUND_ENV, raising=False)
+    monkeypatch.delenv(round_store.ROUND_ENV, raising=False)
     handler = type("Handler", (), {})()
     handler._state_holder = _Holder(7)
-    rdzvstore.export_round(handler)
-    assert os.environ[rdzvstore.ROUND_ENV] == "7"
+    round_store.export_round(handler)
+    assert os.environ[round_store.ROUND_ENV] == "7"
     handler._state_holder = _Holder(None)  # a torch that keeps the round elsewhere: no stale number stays
-    rdzvstore.export_round(handler)
-    assert rdzvstore.ROUND_ENV not in os.environ
+    round_store.export_round(handler)
+    assert round_store.ROUND_ENV not in os.environ
 
 
 def test_without_the_agent_store_or_a_round_the_group_opens_from_env(monkeypatch):
-    from ddp_train.distributed import Launch, round_store
-
-    launch = Launch("torchrun", 0, 2, 0, "env://", ("127.0.0.1", 1))
-    monkeypatch.setenv(rdzvstore.ROUND_ENV, "3")
+    launch = d.Launch("torchrun", 0, 2, 0, "env://", ("127.0.0.1", 1))
+    monkeypatch.setenv(round_store.ROUND_ENV, "3")
     monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "False")  # TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: a new store
-    assert round_store(launch, timedelta(seconds=1)) is None
+    assert d.round_store(launch, timedelta(seconds=1)) is None
     monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
-    monkeypatch.delenv(rdzvstore.ROUND_ENV)  # plain torchrun, not ddp-train-launch
-    assert round_store(launch, timedelta(seconds=1)) is None
-    monkeypatch.setenv(rdzvstore.ROUND_ENV, "3")
-    assert round_store(Launch("env", 0, 2, 0, "env://", ("127.0.0.1", 1)), timedelta(seconds=1)) is None
+    monkeypatch.delenv(round_store.ROUND_ENV)  # plain torchrun, not ddp-train-launch
+    assert d.round_store(launch, timedelta(seconds=1)) is None
+    monkeypatch.setenv(round_store.ROUND_ENV, "3")
+    assert d.round_store(d.Launch("env", 0, 2, 0, "env://", ("127.0.0.1", 1)), timedelta(seconds=1)) is None

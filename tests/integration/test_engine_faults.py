@@ -148,7 +148,9 @@ def test_a_full_checkpoint_directory_fails_in_one_line_and_keeps_the_previous_ch
         assert "(a permanent exit code, below 128: not restarted)" in last and "restart 1/" not in res.stderr
         names = sorted(n for n in os.listdir(tiny_dir) if n != "metrics.jsonl")
         assert len(names) == 2 and names[0].endswith(".pt") and names[1] == names[0] + ".json", names  # no temp file
-        from ddp_train import checkpoint  # the same module as in the image; validate() reads the two files
+        from ddp_train.checkpoint import (
+            storage as checkpoint,  # the same module as in the image; validate() reads the two files
+        )
 
         assert checkpoint.validate(str(tiny_dir / names[0])) is None
     finally:

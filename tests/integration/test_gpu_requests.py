@@ -184,7 +184,7 @@ def test_bench_docker_requests_the_cells_gpus(gpu_engine, cpu_image):
 
     from ddpctl.bench.docker import DockerRunner
     from ddpctl.bench.programs import Launch
-    from ddpctl.dockerengine.engine import DockerEngine
+    from ddpctl.dockerengine.docker_engine import DockerEngine
 
     client = docker.DockerClient(base_url=gpu_engine.host)
     runner = DockerRunner(image=cpu_image, engine=DockerEngine(client), host_gpus=4)

@@ -179,7 +179,7 @@ def test_name_clash_with_a_running_job(engine, cpu_image, job_name, tmp_path):
 
 def test_creation_is_all_or_nothing(engine, cpu_image, job_name, tmp_path):
     """The real engine, with one fault injected: the second container's create fails."""
-    from ddpctl.dockerengine.engine import DockerEngine
+    from ddpctl.dockerengine.docker_engine import DockerEngine
     from ddpctl.errors import EngineError
     from ddpctl.local import executor
     from ddpctl.local.plan import plan_local

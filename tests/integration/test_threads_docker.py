@@ -48,7 +48,7 @@ def test_run_time_rule_reads_the_cgroup_quota(engine, cpu_image, nano_cpus, loca
     affinity = len(os.sched_getaffinity(0))
     cpus = min(affinity, nano_cpus / 1e9) if nano_cpus else affinity
     want = max(1, int(cpus) // (local_procs * nodes_per_host))
-    code = ("import torch\nfrom ddp_train import threads\nn = threads.apply()\n"
+    code = ("import torch\nfrom ddp_train.runtime import threads\nn = threads.apply()\n"
             "import os\nprint(n, os.environ['OMP_NUM_THREADS'], torch.get_num_threads())")
     env = {"DDP_TRAIN_THREADS": "auto", "OMP_NUM_THREADS": "1",  # 1: what torchrun sets for several processes
            "LOCAL_WORLD_SIZE": str(local_procs), "DDP_TRAIN_NODES_PER_HOST": str(nodes_per_host)}

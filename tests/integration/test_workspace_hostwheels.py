@@ -59,9 +59,9 @@ if torch.distributed.is_initialized():
 
 @pytest.fixture(scope="module")
 def container_has_no_index(engine, cpu_image):
-    from ddpctl.images import hostwheels
+    from ddpctl.images import host_wheels
 
-    if hostwheels.probe(engine, cpu_image, index=True).index_ok:
+    if host_wheels.probe(engine, cpu_image, index=True).index_ok:
         pytest.skip("pip in the containers reaches a package index here: the host wheelhouse is not used")
 
 

@@ -41,8 +41,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import testcache
 from remoteaccess import PKI, SSH, SSH_PORTS, TLS_PORT, sshd_binary
+
+import testcache
 
 ADDRESSES = ("10.216.0.1", "10.216.0.2")
 PREFIX = 24

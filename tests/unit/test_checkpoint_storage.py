@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ddp_train import checkpoint  # noqa: E402
+from ddp_train.checkpoint import storage as checkpoint  # noqa: E402
 from ddp_train.errors import EXIT_STORAGE, TrainError  # noqa: E402
 
 

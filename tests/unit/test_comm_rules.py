@@ -1,5 +1,5 @@
-"""The pure rules of how gradients cross the link: ddp_train.compression.choose (auto compression, reducer,
-bucket size from the measured busbw) and ddp_train.netenv (NCCL socket settings where no InfiniBand is found)."""
+"""The pure rules of how gradients cross the link: ddp_train.comm.compression.choose (auto compression, reducer,
+bucket size from the measured busbw) and ddp_train.comm.socket_transport (NCCL socket settings where no InfiniBand is found)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ddp_train import netenv  # noqa: E402
-from ddp_train.compression import SLOW_LINK_GBPS, choose  # noqa: E402
+from ddp_train.comm import socket_transport  # noqa: E402
+from ddp_train.comm.compression import SLOW_LINK_GBPS, choose  # noqa: E402
 
 AUTO = dict(compression="auto", graph_reducer="auto", bucket_mb=None)
 
@@ -44,23 +44,23 @@ def test_unmeasured_link_is_the_fast_default():
 
 def test_socket_rule_sets_threads_only_without_usable_infiniband(tmp_path):
     ib = tmp_path / "ib"
-    env = {netenv.MODE_ENV: "auto"}
-    why = netenv.apply(env, str(ib))  # no /sys/class/infiniband at all
+    env = {socket_transport.MODE_ENV: "auto"}
+    why = socket_transport.apply(env, str(ib))  # no /sys/class/infiniband at all
     assert env["NCCL_SOCKET_NTHREADS"] == "4" and env["NCCL_NSOCKS_PERTHREAD"] == "4", why
     (ib / "mlx5_0").mkdir(parents=True)
-    env = {netenv.MODE_ENV: "auto"}
-    assert "InfiniBand found (mlx5_0)" in netenv.apply(env, str(ib)) and "NCCL_SOCKET_NTHREADS" not in env
-    env = {netenv.MODE_ENV: "auto", "NCCL_IB_DISABLE": "1"}  # IB there but switched off: sockets it is
-    netenv.apply(env, str(ib))
+    env = {socket_transport.MODE_ENV: "auto"}
+    assert "InfiniBand found (mlx5_0)" in socket_transport.apply(env, str(ib)) and "NCCL_SOCKET_NTHREADS" not in env
+    env = {socket_transport.MODE_ENV: "auto", "NCCL_IB_DISABLE": "1"}  # IB there but switched off: sockets it is
+    socket_transport.apply(env, str(ib))
     assert env["NCCL_NSOCKS_PERTHREAD"] == "4"
 
 
 def test_socket_rule_keeps_user_values_and_off():
-    env = {netenv.MODE_ENV: "auto", "NCCL_SOCKET_NTHREADS": "2"}
-    why = netenv.apply(env, "/nonexistent")
+    env = {socket_transport.MODE_ENV: "auto", "NCCL_SOCKET_NTHREADS": "2"}
+    why = socket_transport.apply(env, "/nonexistent")
     assert env["NCCL_SOCKET_NTHREADS"] == "2" and env["NCCL_NSOCKS_PERTHREAD"] == "4"
     assert "kept the environment's NCCL_SOCKET_NTHREADS=2" in why
-    for mode in ({}, {netenv.MODE_ENV: "off"}):
+    for mode in ({}, {socket_transport.MODE_ENV: "off"}):
         env = dict(mode)
-        netenv.apply(env, "/nonexistent")
+        socket_transport.apply(env, "/nonexistent")
         assert "NCCL_SOCKET_NTHREADS" not in env

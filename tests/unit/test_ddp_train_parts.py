@@ -10,15 +10,21 @@ import random
 import pytest
 import torch
 
-from ddp_train import checkpoint, checkpoint_state, compression, config, faults, inputs, parts
-from ddp_train.config import WORKLOAD_DEFAULTS, parse_args
+from ddp_train.checkpoint import state as checkpoint_state
+from ddp_train.checkpoint import storage as checkpoint
+from ddp_train.comm import compression
+from ddp_train.config import settings as config
+from ddp_train.config.settings import WORKLOAD_DEFAULTS, parse_args
+from ddp_train.data import inputs
+from ddp_train.data.position import Position
 from ddp_train.errors import EXIT_USAGE, TrainError
-from ddp_train.evaluation import Checks
-from ddp_train.intervallog import IntervalLog
-from ddp_train.metrics import MetricsFile
-from ddp_train.position import Position
-from ddp_train.runtime import Runtime
-from ddp_train.steprunner import StepRunner
+from ddp_train.loop import faults
+from ddp_train.loop.evaluation import Checks
+from ddp_train.loop.step_runner import StepRunner
+from ddp_train.model import parts
+from ddp_train.observe.interval_log import IntervalLog
+from ddp_train.observe.metrics import MetricsFile
+from ddp_train.runtime.process import Runtime
 
 TINY = ["--workload", "toy", "--train-size", "128", "--test-size", "64", "--batch-size", "32", "--epochs", "2",
         "--strategy", "single", "--quiet", "--deterministic"]

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from ddp_train.position import Position, epoch_steps, resume_position, run_length, steps_per_epoch
-from ddp_train.schedule import Schedule, factor
+from ddp_train.data.position import Position, epoch_steps, resume_position, run_length, steps_per_epoch
+from ddp_train.loop.lr_schedule import Schedule, factor
 
 
 def _state(**kw):

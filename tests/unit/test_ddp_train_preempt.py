@@ -10,11 +10,12 @@ import signal
 import pytest
 import torch
 
-from ddp_train import position, preempt, sharding
 from ddp_train.__main__ import main
-from ddp_train.config import parse_args
+from ddp_train.checkpoint.interval import CheckpointInterval, parse_interval
+from ddp_train.config.settings import parse_args
+from ddp_train.data import position, sharding
 from ddp_train.errors import EXIT_PREEMPTED, RETRYABLE_MIN
-from ddp_train.interval import CheckpointInterval, parse_interval
+from ddp_train.loop import preempt
 
 
 @pytest.mark.parametrize("text,steps,seconds", [
@@ -97,7 +98,7 @@ def test_stop_control_time_cadence_is_rank0s(monkeypatch):
 def test_sigterm_in_one_process_saves_and_exits_143(tmp_path, capsys):
     """--debug-exit-... is not needed: the process signals itself from a step hook (SIGTERM at step 3)."""
     out = tmp_path / "o"
-    from ddp_train import faults
+    from ddp_train.loop import faults
 
     orig = faults.after_step
 

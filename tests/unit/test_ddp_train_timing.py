@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import jsonschema
 import pytest
 
-from ddp_train import summary
 from ddp_train.errors import EXIT_OK, EXIT_SYNC
-from ddp_train.steptimer import StepTimer
+from ddp_train.loop.step_timer import StepTimer
+from ddp_train.observe import summary
 
 
 class Clock:

@@ -12,12 +12,15 @@ import struct
 import pytest
 import torch
 
-from ddp_train import checkpoint, data, sharding, sync
 from ddp_train.__main__ import main
+from ddp_train.checkpoint import storage as checkpoint
+from ddp_train.comm import sync
+from ddp_train.data import datasets as data
+from ddp_train.data import sharding
+from ddp_train.data.pipeline_dataloader import DataloaderPipeline
+from ddp_train.data.pipeline_device import DevicePipeline
 from ddp_train.errors import EXIT_DATA, EXIT_DEPENDENCY, EXIT_LOST_PEER, EXIT_USAGE, TrainError, classify
-from ddp_train.models import PyramidNet, ResNet18Cifar, ResNet50, build_model
-from ddp_train.pipeline_dataloader import DataloaderPipeline
-from ddp_train.pipeline_device import DevicePipeline
+from ddp_train.model.networks import PyramidNet, ResNet18Cifar, ResNet50, build_model
 
 TINY = ["--workload", "toy", "--train-size", "128", "--test-size", "64", "--batch-size", "32", "--epochs", "1",
         "--strategy", "single", "--quiet"]

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from ddpctl.dockerengine import hosts as dh
-from ddpctl.dockerengine.hostsengine import HostsEngine, NamedEngine
+from ddpctl.dockerengine import host_address as dh
+from ddpctl.dockerengine.hosts_engine import HostsEngine, NamedEngine
 from ddpctl.errors import EngineError, SpecError, UsageError
 from ddpctl.local import executor
-from ddpctl.local.engine import ContainerInfo, Engine, NetworkInfo
+from ddpctl.local.engine_interface import ContainerInfo, Engine, NetworkInfo
 from ddpctl.local.plan import plan_local
 from ddpctl.spec import load_spec
 

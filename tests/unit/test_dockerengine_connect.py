@@ -1,5 +1,5 @@
 """ddpctl.dockerengine without a daemon: client settings (ddpctl.dockerengine.client), ssh commands and the ssh
-transport (.ssh, .sshtransport), error texts.
+transport (.ssh, .ssh_transport), error texts.
 
 The real connections (TLS daemons, sshd, a 2-host job over each) are in tests/integration/test_two_hosts.py."""
 
@@ -54,7 +54,7 @@ def test_cert_path_alone_verifies_too(tmp_path):
 
 
 def test_ssh_urls_use_the_system_ssh_without_paramiko():
-    from ddpctl.dockerengine.sshtransport import SSHAdapter
+    from ddpctl.dockerengine.ssh_transport import SSHAdapter
 
     client = dc.new_client(base_url="ssh://me@gpu1:2222", version="1.41", timeout=7)
     adapter = client.api.get_adapter("http+docker://localhost/v1.41/_ping")
@@ -107,7 +107,7 @@ def test_ssh_hostname_follows_the_ssh_config(tmp_path, monkeypatch):
     assert ssh.ssh_hostname("ssh://me@gpu1") == "10.9.8.7"
     assert ssh.ssh_hostname("ssh://10.1.1.1:22") == "10.1.1.1"
 
-    from ddpctl.dockerengine import hosts as dh
+    from ddpctl.dockerengine import host_address as dh
 
     assert dh.resolve("ssh://me@gpu1").node_address() == "10.9.8.7"
     assert dh.resolve("tcp://gpu1:2376").node_address() == "gpu1"
@@ -208,8 +208,8 @@ def test_connect_raw_gives_docker_pys_own_error(tmp_path, monkeypatch):
 
 def test_the_engines_connect_through_the_one_entry(monkeypatch):
     import ddpctl.dockerengine
-    from ddpctl.dockerengine.engine import DockerEngine
-    from ddpctl.dockerengine.hostsengine import connect_hosts
+    from ddpctl.dockerengine.docker_engine import DockerEngine
+    from ddpctl.dockerengine.hosts_engine import connect_hosts
 
     asked = []
     monkeypatch.setattr(ddpctl.dockerengine, "connect", lambda host=None: asked.append(host) or object())

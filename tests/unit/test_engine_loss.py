@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from ddpctl import launch
-from ddpctl.dockerengine.hostsengine import HostsEngine, NamedEngine
+from ddpctl.dockerengine.hosts_engine import HostsEngine, NamedEngine
 from ddpctl.errors import EngineError
 from ddpctl.local import executor, restarts
-from ddpctl.local.engine import ContainerInfo, Engine
+from ddpctl.local.engine_interface import ContainerInfo, Engine
 from ddpctl.local.executor import ending, stream
 from ddpctl.local.plan import plan_local
 from ddpctl.spec import spec_from_dict

@@ -1,4 +1,4 @@
-"""ddpctl.host's nvidia-smi readers, against a stand-in nvidia-smi (a shell script: no GPU on this machine) that
+"""ddpctl.host_gpus's nvidia-smi readers, against a stand-in nvidia-smi (a shell script: no GPU on this machine) that
 answers the two queries the way the real one does; `ddpctl doctor` reads the same output with the same parsers
 (tests/unit/test_doctor.py)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import stat
 
-from ddpctl import host
+from ddpctl import host_gpus as host
 
 
 def fake_smi(tmp_path, body: str):

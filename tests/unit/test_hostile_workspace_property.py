@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddpctl.errors import UsageError
-from ddpctl.images import reqfile, wstree
+from ddpctl.images import requirements_file, workspace_tree
 from ddpctl.images import workspace as ws
-from ddpctl.images.wsbuild import code_context
+from ddpctl.images.workspace_build import code_context
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +92,7 @@ def test_a_workspace_scan_refuses_or_takes_nothing_from_outside(spec, ignore, al
             if f.link is None:
                 assert os.path.realpath(f.path).startswith(real + "/")
                 assert SECRET not in f.path.read_bytes()
-                assert allow or not wstree.credential(f.rel, f.path), f.rel
+                assert allow or not workspace_tree.credential(f.rel, f.path), f.rel
             else:  # the link, as it will be in the image, stays in /workspace
                 pointed = os.path.normpath(os.path.join("/workspace", os.path.dirname(f.rel), f.link))
                 assert pointed == "/workspace" or pointed.startswith("/workspace/"), (f.rel, f.link)
@@ -139,7 +139,7 @@ def _pip_view(text: str) -> list[tuple[str, dict]]:
 @given(text=lines.map("\n".join))
 def test_a_requirements_file_passes_only_when_pip_sees_no_other_source(text):
     try:
-        reqfile.check(Path("requirements.txt"), text)
+        requirements_file.check(Path("requirements.txt"), text)
     except UsageError as exc:
         assert exc.exit_code == 2 and "\n" not in exc.message and "u:p@" not in exc.message
         return

@@ -11,13 +11,14 @@ import threading
 import time
 from types import SimpleNamespace
 
-from ddp_train import launcher, ranklines
+from ddp_train.launcher import rank_lines
+from ddp_train.launcher import run as launcher
 from ddpctl.local import executor
 
 
 def _pipe_writer(keep_last: bool = False):
     r, w = os.pipe()
-    return r, w, ranklines.RankLines(w, keep_last=keep_last)
+    return r, w, rank_lines.RankLines(w, keep_last=keep_last)
 
 
 def _read_all(r: int) -> str:
@@ -99,7 +100,7 @@ def test_root_cause_prefers_a_rank_that_did_not_lose_a_peer():
 
 def test_ddpctl_reads_what_the_launcher_writes():
     # the two sides meet only in text: keep the formats in step
-    assert executor.RANK_LINE.pattern == "^" + ranklines.HEADER.pattern
+    assert executor.RANK_LINE.pattern == "^" + rank_lines.HEADER.pattern
     assert executor.LAUNCH_FAILURE.pattern == launcher.FAILURE_LINE.pattern
     line = launcher.RankFailure(5, 1, None, "KeyError: 'x'", False, 0.0).line()
     assert executor.parse_launch_failure(["noise", line, "rank-1 | later"]) == (5, 1, "", "KeyError: 'x'")

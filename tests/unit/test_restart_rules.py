@@ -14,7 +14,7 @@ import pytest
 
 from ddpctl import launch
 from ddpctl.local import executor, restarts
-from ddpctl.local.engine import ContainerInfo, Engine, NetworkInfo, VolumeInfo
+from ddpctl.local.engine_interface import ContainerInfo, Engine, NetworkInfo, VolumeInfo
 from ddpctl.local.plan import container_request, plan_local
 from ddpctl.spec import spec_from_dict
 
@@ -78,9 +78,9 @@ def test_a_directory_mounted_at_checkpoints_replaces_the_volume_and_no_restarts_
 
 
 def test_retryable_reports_are_recognised_as_ddp_train_writes_them():
-    from ddp_train import launcher
+    from ddp_train.launcher import run as launcher
 
-    src = (Path(launcher.__file__).with_name("__main__.py")).read_text()
+    src = (Path(launcher.__file__).parents[1] / "__main__.py").read_text()
     assert '"restart the job (exit code {code})"' in src  # the text RETRYABLE_ERROR reads
     text = ("ddp-train: error: lost a peer or timed out (RuntimeError: Connection closed by peer); retryable, "
             "restart the job (exit code 129)")

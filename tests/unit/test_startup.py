@@ -1,4 +1,4 @@
-"""ddp_train.startup: torch's imports run with the garbage collector paused, then what they made is frozen."""
+"""ddp_train.runtime.startup: torch's imports run with the garbage collector paused, then what they made is frozen."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ddp_train import startup
+from ddp_train.runtime import startup
 
 
 @pytest.fixture(autouse=True)
@@ -44,11 +44,11 @@ def test_a_ddp_train_process_imports_torch_with_the_collector_paused():
     """In a fresh interpreter: import_modules imports what it is given, and no collection runs meanwhile."""
     code = (
         "import gc, sys\n"
-        "from ddp_train.startup import import_modules\n"
+        "from ddp_train.runtime.startup import import_modules\n"
         "runs = []\n"
         "gc.callbacks.append(lambda phase, info: runs.append(phase))\n"
-        "import_modules('argparse', 'ddp_train.flags')\n"
-        "assert 'ddp_train.flags' in sys.modules and gc.isenabled()\n"
+        "import_modules('argparse', 'ddp_train.config.flags')\n"
+        "assert 'ddp_train.config.flags' in sys.modules and gc.isenabled()\n"
         "print(len(runs), gc.get_freeze_count() > 0)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout

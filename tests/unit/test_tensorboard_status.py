@@ -1,4 +1,4 @@
-"""Where ``ddpctl status`` says a job's TensorBoard event files are (ddpctl.watch.tboard), and the copy ``down``
+"""Where ``ddpctl status`` says a job's TensorBoard event files are (ddpctl.watch.tensorboard), and the copy ``down``
 keeps of files that would go with the job's volume. The containers are held in memory here; the real engine,
 ``docker cp``'s archive and tensorboard's reader: tests/integration/test_tensorboard_up.py."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 import tarfile
 
-from ddpctl.local.engine import ContainerInfo
-from ddpctl.watch import history, sources, status, tboard
+from ddpctl.local.engine_interface import ContainerInfo
+from ddpctl.watch import history, sources, status, tensorboard
 
 LAUNCH = ("ddp-train-launch", "--nnodes", "2", "--no-python")
 
@@ -20,31 +20,31 @@ def info(cmd, mounts=(), name="tb-node-0", host=""):
 
 def test_locate_maps_the_directory_through_the_mounts():
     vol = info(["ddp-train", "--tensorboard", "/checkpoints/tensorboard"], [("volume", "tb-ckpt", "/checkpoints")])
-    assert tboard.locate(vol) == {"dir": "/checkpoints/tensorboard", "container": "tb-node-0", "host": None,
+    assert tensorboard.locate(vol) == {"dir": "/checkpoints/tensorboard", "container": "tb-node-0", "host": None,
                                   "volume": "tb-ckpt", "host_path": None, "kept": None}
     bind = info(["ddp-train", "--tensorboard=/out/runs/tb"], [("bind", "/home/u/out", "/out"),
                                                               ("bind", "/home/u/runs", "/out/runs")])
-    assert tboard.locate(bind)["host_path"] == "/home/u/runs/tb"  # the deepest mount wins
-    assert tboard.locate(info(["ddp-train", "--tensorboard", "/tmp/tb"]))["host_path"] is None
-    assert tboard.locate(info(["ddp-train", "--epochs", "1"])) is None
-    assert tboard.locate(info(["python", "train.py", "--tensorboard", "/x"])) is None  # not ddp-train's flag
+    assert tensorboard.locate(bind)["host_path"] == "/home/u/runs/tb"  # the deepest mount wins
+    assert tensorboard.locate(info(["ddp-train", "--tensorboard", "/tmp/tb"]))["host_path"] is None
+    assert tensorboard.locate(info(["ddp-train", "--epochs", "1"])) is None
+    assert tensorboard.locate(info(["python", "train.py", "--tensorboard", "/x"])) is None  # not ddp-train's flag
 
 
 def test_describe_says_how_to_look_at_them():
-    tb = tboard.locate(info(["ddp-train", "--tensorboard", "/checkpoints/tensorboard"],
+    tb = tensorboard.locate(info(["ddp-train", "--tensorboard", "/checkpoints/tensorboard"],
                             [("volume", "tb-ckpt", "/checkpoints")]))
-    assert tboard.describe(tb, "tb") == (
+    assert tensorboard.describe(tb, "tb") == (
         "tensorboard: event files in /checkpoints/tensorboard of tb-node-0 (volume tb-ckpt; 'ddpctl down' keeps a "
         "copy); copy them out with: docker cp tb-node-0:/checkpoints/tensorboard ./tb-tensorboard, then: tensorboard "
         "--logdir ./tb-tensorboard")
     remote = dict(tb, host="ssh://me@gpu1")
-    assert "docker -H ssh://me@gpu1 cp tb-node-0:" in tboard.describe(remote, "tb")
-    assert "docker --context gpu1 cp" in tboard.describe(dict(tb, host="gpu1"), "tb")
+    assert "docker -H ssh://me@gpu1 cp tb-node-0:" in tensorboard.describe(remote, "tb")
+    assert "docker --context gpu1 cp" in tensorboard.describe(dict(tb, host="gpu1"), "tb")
     on_host = dict(tb, volume=None, host_path="/home/u/my runs/tensorboard")
-    assert tboard.describe(on_host, "tb").endswith("tensorboard --logdir '/home/u/my runs/tensorboard'")
-    assert tboard.describe(dict(tb, kept="/k/tb/tensorboard"), "tb") == (
+    assert tensorboard.describe(on_host, "tb").endswith("tensorboard --logdir '/home/u/my runs/tensorboard'")
+    assert tensorboard.describe(dict(tb, kept="/k/tb/tensorboard"), "tb") == (
         "tensorboard: event files kept in /k/tb/tensorboard; look at them with: tensorboard --logdir /k/tb/tensorboard")
-    assert "no event files kept" in tboard.describe(dict(tb, removed=True), "tb")
+    assert "no event files kept" in tensorboard.describe(dict(tb, removed=True), "tb")
 
 
 def _archive(members) -> bytes:
@@ -122,7 +122,7 @@ def test_files_on_the_host_are_not_copied_and_a_failed_copy_says_so(tmp_path, mo
     e = Engine(None)  # nothing written yet: the archive call fails
     folder = history.keep(e, "tb", removing=True)
     assert history.find("tb").meta["tensorboard"]["removed"] and not (folder / "tensorboard").exists()
-    monkeypatch.setattr(tboard, "KEEP_MAX_BYTES", 10)  # too large to keep: no partial copy left behind
+    monkeypatch.setattr(tensorboard, "KEEP_MAX_BYTES", 10)  # too large to keep: no partial copy left behind
     e = Engine(_archive([("tensorboard/events", "file", b"x" * 100)]))
     folder = history.keep(e, "tb", removing=True)
     assert not (folder / "tensorboard").exists() and not (folder / "tensorboard.part").exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddp_train import threads as rt
+from ddp_train.runtime import threads as rt
 from ddpctl import launch
 from ddpctl.local.plan import plan_local
 from ddpctl.render import compose, pytorchjob, slurm, trainjob
@@ -108,7 +108,7 @@ def test_a_users_own_program_gets_the_rule_too():
 
 
 def test_the_launcher_applies_the_rule_to_any_command(monkeypatch):
-    from ddp_train import threads as dt
+    from ddp_train.runtime import threads as dt
 
     monkeypatch.setattr(dt, "available_cpus", lambda root="/sys/fs/cgroup": 8.0)
     argv = ["--tee", "3", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "0", "--no-python",
@@ -219,7 +219,7 @@ def test_no_cgroup_files_means_the_affinity(tmp_path):
 
 
 def test_apply_sets_env_and_torch_threads():
-    code = ("import os, torch\nfrom ddp_train import threads\nn = threads.apply()\n"
+    code = ("import os, torch\nfrom ddp_train.runtime import threads\nn = threads.apply()\n"
             "print(n, os.environ['OMP_NUM_THREADS'], torch.get_num_threads())")
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",)}
     env.update(DDP_TRAIN_THREADS="auto", OMP_NUM_THREADS="1", LOCAL_WORLD_SIZE="1")

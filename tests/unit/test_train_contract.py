@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ddp_train.config import parse_args
+from ddp_train.config.settings import parse_args
 from ddpctl.bench import report
 from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell
 from ddpctl.bench.runner import CellRun, RunResult, ddp_train_args
@@ -44,7 +44,7 @@ def test_every_bench_flag_parses_with_ddp_trains_parser(cell, device):
 
 
 def test_bench_pipelines_are_ddp_trains_data_pipelines():
-    from ddp_train.flags import build_parser
+    from ddp_train.config.flags import build_parser
 
     choices = next(a.choices for a in build_parser()._actions if a.dest == "data_pipeline")
     assert set(PIPELINES) == set(choices) - {"auto"}

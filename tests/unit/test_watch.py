@@ -10,7 +10,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from ddpctl.local.engine import ContainerInfo
+from ddpctl.local.engine_interface import ContainerInfo
 from ddpctl.watch import history, live, records, status
 
 SCHEMA = json.loads((resources.files("ddp_train") / "progress.schema.json").read_text(encoding="utf-8"))

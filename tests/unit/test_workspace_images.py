@@ -125,10 +125,10 @@ def test_deps_hash_follows_base_and_requirements_not_where_wheels_come_from(tmp_
     assert one != ws.deps_hash("sha256:1", req)
     req.write_text("a\nb\n")
     assert one != ws.deps_hash("sha256:1", req)
-    from ddpctl.images import wsdeps
+    from ddpctl.images import workspace_requirements
 
-    assert "--no-index" in wsdeps.SCRIPT and "trap 'rm -rf \"$W\"' EXIT" in wsdeps.SCRIPT
-    assert '[ ! -f "$W/no-index" ] || set -- "$@" --no-index' in wsdeps.SCRIPT
+    assert "--no-index" in workspace_requirements.SCRIPT and "trap 'rm -rf \"$W\"' EXIT" in workspace_requirements.SCRIPT
+    assert '[ ! -f "$W/no-index" ] || set -- "$@" --no-index' in workspace_requirements.SCRIPT
     assert ws.code_dockerfile("p:1") == "FROM p:1\nCOPY code/ /workspace/\nWORKDIR /workspace\n"
 
 

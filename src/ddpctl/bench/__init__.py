@@ -18,7 +18,7 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     """Run the matrix and write the report into ``outdir``. Returns the report and the files written."""
     import datetime
 
-    from ddpctl import host
+    from ddpctl import host_gpus as host
     from ddpctl.bench import report
     from ddpctl.bench.plan import plan as make_plan
     from ddpctl.bench.plan import validate

@@ -44,14 +44,14 @@ class DockerRunner(Runner):
     @property
     def engine(self):
         if self._engine is None:
-            from ddpctl.dockerengine.engine import DockerEngine
+            from ddpctl.dockerengine.docker_engine import DockerEngine
 
             self._engine = DockerEngine()
         return self._engine
 
     def host_gpus(self) -> int:
         if self._host_gpus is None:
-            from ddpctl.host import gpu_count
+            from ddpctl.host_gpus import gpu_count
 
             self._host_gpus = gpu_count()
         return self._host_gpus

@@ -59,7 +59,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
         ["host", hw["hostname"] or "-"],
     ])
     if hw.get("topology"):
-        from ddpctl.host import strip_ansi
+        from ddpctl.host_gpus import strip_ansi
 
         lines += ["", "GPU topology (`nvidia-smi topo -m`):", "", "```", strip_ansi(hw["topology"]), "```"]
     lines += [""]

@@ -27,7 +27,7 @@ SKIPPED = "skipped:"  # every error that starts so is a run the budget cut, not 
 
 # The two-node emulation's link: NCCL forced onto its TCP socket transport over loopback (no NVLink/P2P, no
 # shared memory, no InfiniBand), and ddpctl's launch contract for a multi-node GPU job (NCCL socket settings
-# decided in the node, ddp_train.netenv). SOCKET_NCCL_DEFAULTS: the same link with NCCL's own socket defaults.
+# decided in the node, ddp_train.comm.socket_transport). SOCKET_NCCL_DEFAULTS: the same link with NCCL's own socket defaults.
 SOCKET_ENV = (("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1"), ("NCCL_IB_DISABLE", "1"),
               ("NCCL_NET", "Socket"), ("NCCL_SOCKET_IFNAME", "lo"), ("GLOO_SOCKET_IFNAME", "lo"),
               (NCCL_SOCKETS_ENV, "auto"))

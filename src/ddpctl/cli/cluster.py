@@ -1,4 +1,4 @@
-"""``ddpctl ps | logs | down``: the jobs that ``ddpctl up`` (:mod:`ddpctl.cli.upcmd`) started."""
+"""``ddpctl ps | logs | down``: the jobs that ``ddpctl up`` (:mod:`ddpctl.cli.up`) started."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from ddpctl.cli import upcmd  # noqa: F401  (registers 'up' first: the order --help lists)
+from ddpctl.cli import up  # noqa: F401  (registers 'up' first: the order --help lists)
 from ddpctl.cli.app import app, err
-from ddpctl.cli.dockerhosts import DockerHostsOpt
-from ddpctl.cli.upcmd import stdout_color
+from ddpctl.cli.docker_hosts import DockerHostsOpt
+from ddpctl.cli.up import stdout_color
 
 
 @app.command("ps")
@@ -31,7 +31,7 @@ def ps(
 
       ddpctl ps --all
     """
-    from ddpctl.cli.dockerhosts import engine_for
+    from ddpctl.cli.docker_hosts import engine_for
     from ddpctl.local import executor
 
     engine = engine_for(docker_hosts)
@@ -139,7 +139,7 @@ def logs(
 
       ddpctl logs ddp --node 0 --tail 20
     """
-    from ddpctl.cli.dockerhosts import engine_for
+    from ddpctl.cli.docker_hosts import engine_for
     from ddpctl.errors import UsageError
     from ddpctl.local import executor
 
@@ -229,7 +229,7 @@ def down(
 
       ddpctl down --all
     """
-    from ddpctl.cli.dockerhosts import engine_for
+    from ddpctl.cli.docker_hosts import engine_for
     from ddpctl.errors import UsageError
     from ddpctl.local import executor
 

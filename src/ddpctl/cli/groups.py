@@ -2,7 +2,7 @@
 
 - ``render``  -> ddpctl.cli.render   (compose | pytorchjob | trainjob | slurm)
 - ``image``   -> ddpctl.cli.image    (build | base | check)
-- ``up`` -> ddpctl.cli.upcmd; ``ps/logs/down`` -> ddpctl.cli.cluster (which registers ``up`` first)
+- ``up`` -> ddpctl.cli.up; ``ps/logs/down`` -> ddpctl.cli.cluster (which registers ``up`` first)
 - ``bench``   -> ddpctl.cli.bench
 - ``doctor``  -> ddpctl.cli.doctor
 - ``validate`` -> ddpctl.cli.validate
@@ -13,4 +13,4 @@ all keeps ``ddpctl --help`` fast.
 
 from __future__ import annotations
 
-from ddpctl.cli import bench, cluster, doctor, image, render, validate, watchcmd  # noqa: F401  (each registers its commands on `app`)
+from ddpctl.cli import bench, cluster, doctor, image, render, validate, watch  # noqa: F401  (each registers its commands on `app`)

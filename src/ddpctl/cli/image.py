@@ -116,7 +116,7 @@ def _build_workspace(workdir: Path, *, requirements, base, tag, cpu, wheelhouse,
                      force, allow_credentials) -> None:
     from ddpctl.images import workspace as ws
     from ddpctl.images.plans import build_plan
-    from ddpctl.images.wsbuild import build_workspace
+    from ddpctl.images.workspace_build import build_workspace
 
     # the same pip source checks (and messages) as the ddp-train build
     plan = build_plan(cpu=cpu, base=base, wheelhouse=wheelhouse, index_url=index_url, ca_file=ca_file)

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
 
     _register()
     command = _build(sys.argv[1:] if argv is None else argv)
-    from ddpctl.cli.fastparams import install
+    from ddpctl.cli.fast_params import install
 
     install()  # plain options skip Typer's pydantic adapters (start-up time)
     debug = os.environ.get("DDPCTL_DEBUG") == "1"

@@ -1,6 +1,6 @@
 """``ddpctl render compose | pytorchjob | trainjob | slurm``: manifests on stdout or in files.
 
-Each command takes the shared job-spec flags (:mod:`ddpctl.cli.specopts`) plus its target's own options, which
+Each command takes the shared job-spec flags (:mod:`ddpctl.cli.spec_options`) plus its target's own options, which
 override the spec's ``kubernetes:`` / ``slurm:`` sections. Only the pure renderers are imported (no torch, no
 docker). ``-o`` writes through :mod:`ddpctl.outfiles`: only regular files are replaced, atomically, all files or
 none.
@@ -16,8 +16,8 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from ddpctl.cli import specopts as so
-from ddpctl.cli import wsopts
+from ddpctl.cli import spec_options as so
+from ddpctl.cli import workspace_options
 from ddpctl.cli.app import app
 from ddpctl.targets import REGISTRY, render_targets
 
@@ -97,12 +97,12 @@ def _run(target: str, kw: dict[str, Any]) -> None:
     validate = kw.pop("validate", False)
     output: str | None = kw.pop("output")
     dry_run = kw.pop("dry_run", False)
-    pip = wsopts.pip_options(kw)
+    pip = workspace_options.pip_options(kw)
     allow_credentials = kw.pop("allow_credential_files", False)
     push, job_file = bool(kw.get("push")), kw.get("file")
-    wsopts.absolute_code_paths(kw, push)
+    workspace_options.absolute_code_paths(kw, push)
     spec = so.spec_from_cli(target, kw)
-    if wsopts.asked_to_build(spec, push, flag="--push", source=job_file):
+    if workspace_options.asked_to_build(spec, push, flag="--push", source=job_file):
         from ddpctl.images import bake
 
         bake.check_target(target, spec)  # the target must take the spec before anything is built or pushed
@@ -115,7 +115,7 @@ def _run(target: str, kw: dict[str, Any]) -> None:
             raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
         spec = bake.bake(spec, push=True, pip=pip, allow_credentials=allow_credentials)
     else:
-        wsopts.refuse_unused(pip, None, flag="--push", allow_credentials=allow_credentials)  # only for a build
+        workspace_options.refuse_unused(pip, None, flag="--push", allow_credentials=allow_credentials)  # only for a build
         if dry_run:
             from ddpctl.errors import UsageError
 
@@ -146,7 +146,7 @@ def _make_command(target: str) -> Callable[..., None]:
     """The options: the spec flags and the target's own options (the spec's field table), then -o, --validate."""
     own = [inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Output, default=None),
            inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=DryRun, default=False),
-           *wsopts.workspace_params()]
+           *workspace_options.workspace_params()]
     if REGISTRY[target].schema:  # no schema for an sbatch script
         own.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, annotation=ValidateFlag,
                                      default=False))

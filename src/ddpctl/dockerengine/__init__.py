@@ -5,13 +5,13 @@ answered, or one EngineError naming the engine and the fix. No other module make
 
 - :mod:`.hosts`: Docker hosts as the user names them (``unix://``, ``tcp://``, ``ssh://``, a context name):
   resolve, client settings (a context's TLS files), the address the other nodes reach a host at.
-- :mod:`.client`: the docker-py client (TLS over REQUESTS_CA_BUNDLE, ``ssh://`` through :mod:`.sshtransport`),
+- :mod:`.client`: the docker-py client (TLS over REQUESTS_CA_BUNDLE, ``ssh://`` through :mod:`.ssh_transport`),
   settings from DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH, one-line reasons for a failed connection.
 - :mod:`.ssh`: the ``ssh`` command of an ``ssh://`` host, the check that says why it fails, its HostName;
-  :mod:`.sshtransport`: each HTTP connection is ``ssh HOST docker system dial-stdio`` (no paramiko).
+  :mod:`.ssh_transport`: each HTTP connection is ``ssh HOST docker system dial-stdio`` (no paramiko).
 - :mod:`.tools`: image lookup, the nvidia-runtime test, a run-once container (the image commands share them).
-- :mod:`.engine`: ``DockerEngine``, the adapter of :class:`ddpctl.local.engine.Engine` the executor runs on;
-  :mod:`.hostsengine`: several Docker hosts as one Engine (``up --docker-hosts``).
+- :mod:`.engine`: ``DockerEngine``, the adapter of :class:`ddpctl.local.engine_interface.Engine` the executor runs on;
+  :mod:`.hosts_engine`: several Docker hosts as one Engine (``up --docker-hosts``).
 
 ``docker`` is imported only inside functions, so importing this package costs nothing at ``ddpctl --help``.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from ddpctl.dockerengine.hosts import DEFAULT_HOST, DockerHost, resolve, resolve_all, split_hosts
+from ddpctl.dockerengine.host_address import DEFAULT_HOST, DockerHost, resolve, resolve_all, split_hosts
 from ddpctl.errors import EngineError
 
 __all__ = ["DEFAULT_HOST", "DockerHost", "connect", "resolve", "resolve_all", "split_hosts"]
@@ -42,7 +42,7 @@ def connect(target: str | DockerHost | None = None, *, timeout: int = 600, raw: 
     except ImportError:  # pragma: no cover - a declared dependency
         raise EngineError("the Docker SDK for Python is not installed", "pip install docker") from None
     from ddpctl.dockerengine.client import env_client_kwargs, explain, new_client
-    from ddpctl.dockerengine.hosts import client_kwargs
+    from ddpctl.dockerengine.host_address import client_kwargs
     from ddpctl.dockerengine.ssh import ssh_check
 
     host = resolve(target) if isinstance(target, str) else target

@@ -7,7 +7,7 @@ imported only when used.
 - :func:`env_client_kwargs`: DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH; missing TLS files are named;
   DOCKER_CERT_PATH alone verifies too (docker-py would connect unverified, warning on every request);
   ``ssh://`` (in :func:`new_client`) uses the system ``ssh`` (its config, agent, known_hosts), as the
-  docker CLI does, through :mod:`ddpctl.dockerengine.sshtransport`.
+  docker CLI does, through :mod:`ddpctl.dockerengine.ssh_transport`.
 - :func:`explain`: (reason, fix) for a failed connection (TLS: wrong CA, a refused client certificate, a
   certificate that does not name the host, plain HTTP to a TLS port).
 """
@@ -26,7 +26,7 @@ _API_CLASS = None
 
 def new_client(**kw):
     """``docker.DockerClient(**kw)`` whose TLS settings win over the environment's CA bundle, and whose
-    ``ssh://`` connections are this machine's ``ssh`` (:mod:`ddpctl.dockerengine.sshtransport`; no paramiko
+    ``ssh://`` connections are this machine's ``ssh`` (:mod:`ddpctl.dockerengine.ssh_transport`; no paramiko
     needed).
 
     docker-py gives requests its CA file as the session's ``verify``; requests then lets REQUESTS_CA_BUNDLE /
@@ -46,7 +46,7 @@ def new_client(**kw):
 
             def mount(self, prefix, adapter):
                 if getattr(self, "_ddpctl_ssh_argv", None) and isinstance(adapter, UnixHTTPAdapter):
-                    from ddpctl.dockerengine.sshtransport import SSHAdapter
+                    from ddpctl.dockerengine.ssh_transport import SSHAdapter
 
                     adapter = SSHAdapter(self._ddpctl_ssh_argv, adapter.timeout, adapter.max_pool_size)
                     self._custom_adapter = adapter  # what APIClient.get_adapter returns
@@ -64,7 +64,7 @@ def new_client(**kw):
     base = str(kw.get("base_url") or "")
     if base.startswith("ssh://"):
         from ddpctl.dockerengine.ssh import ssh_argv
-        from ddpctl.dockerengine.sshtransport import PLACEHOLDER
+        from ddpctl.dockerengine.ssh_transport import PLACEHOLDER
 
         kw["base_url"] = PLACEHOLDER
         kw["ssh_argv"] = ssh_argv(base, "docker", "system", "dial-stdio", options=("-o", "BatchMode=yes"))

@@ -1,6 +1,6 @@
 """Docker hosts over ssh: the ``ssh`` command line for an ``ssh://`` URL, a check that names why a host cannot be
 reached, and the address ssh resolves a host alias to. Only this machine's ``ssh`` client is run (its config,
-agent and known_hosts apply); the connection itself is :mod:`ddpctl.dockerengine.sshtransport`.
+agent and known_hosts apply); the connection itself is :mod:`ddpctl.dockerengine.ssh_transport`.
 
 - :func:`ssh_check`: ``ssh HOST docker version``, non-interactive, when the client's own ssh connection
   (whose stderr is discarded) failed: a refused connection, a rejected key, an unknown host key or a

@@ -1,5 +1,5 @@
 """The small image and container helpers every Docker user shares, over a client from
-:func:`ddpctl.dockerengine.connect`: the local cluster (:class:`ddpctl.dockerengine.engine.DockerEngine`) and the
+:func:`ddpctl.dockerengine.connect`: the local cluster (:class:`ddpctl.dockerengine.docker_engine.DockerEngine`) and the
 image commands (:mod:`ddpctl.images`: builds, the base import, the check) use the same image lookup, nvidia-runtime
 test and run-once container. ``docker`` is imported lazily, only when the engine is used.
 """

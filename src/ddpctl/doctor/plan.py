@@ -13,8 +13,8 @@ from ddpctl.doctor.cluster import (
     check_partitions,
     check_slurm_commands,
 )
-from ddpctl.doctor.engine import check_docker, check_driver, check_gpus, check_nvidia_runtime
-from ddpctl.doctor.hostchecks import (
+from ddpctl.doctor.engine_checks import check_docker, check_driver, check_gpus, check_nvidia_runtime
+from ddpctl.doctor.host_checks import (
     check_ib,
     check_memlock,
     check_port,

@@ -10,7 +10,7 @@ Three commands, each split into a pure planning step (:mod:`~ddpctl.images.plans
   and the GPUs it sees, and compare the host driver against the minimum the image's CUDA needs.
 
 The engine connection is :func:`ddpctl.dockerengine.connect` (shared with the local cluster's
-:class:`~ddpctl.dockerengine.engine.DockerEngine`); the host's nvidia-smi is read by :mod:`ddpctl.host`. The
+:class:`~ddpctl.dockerengine.docker_engine.DockerEngine`); the host's nvidia-smi is read by :mod:`ddpctl.host_gpus`. The
 ``docker`` package is imported lazily, only in functions that talk to the engine.
 """
 
@@ -27,6 +27,7 @@ from ddpctl.images.build import (
     stage_context,
     wheel_requirements,
 )
+from ddpctl.images.build_output import BuildProgress
 from ddpctl.images.check import CHECK_SCRIPT, CheckReport, check_image
 from ddpctl.images.plans import (
     BASE_PACKAGES,
@@ -50,7 +51,6 @@ from ddpctl.images.plans import (
     driver_supports,
     min_driver_for_cuda,
 )
-from ddpctl.images.progress import BuildProgress
 from ddpctl.images.pull import PULL_FIX, pull_base, pull_failure_reason
 from ddpctl.images.tidy import BuildTrace, deps_tag, tidy_build
 

@@ -1,7 +1,7 @@
 """Your code in the job's image: what ``ddpctl render TARGET --workdir DIR --push REPO`` and
 ``ddpctl up --workdir DIR --bake`` do before rendering or starting anything.
 
-:func:`bake` builds the workspace image of the spec's directory on the job's image (:mod:`ddpctl.images.wsbuild`),
+:func:`bake` builds the workspace image of the spec's directory on the job's image (:mod:`ddpctl.images.workspace_build`),
 pushes it (render) and returns the spec with that image, pinned by digest, and no host directory to mount.
 :func:`plan_text` is the ``--dry-run`` of it: what would be built and pushed, with no engine and no registry.
 """
@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 
 from ddpctl.errors import UsageError
-from ddpctl.images import reqfile
+from ddpctl.images import requirements_file
 from ddpctl.images import workspace as ws
 from ddpctl.spec import JobSpec, WorkspaceOptions
 
@@ -96,7 +96,7 @@ def plan_text(spec: JobSpec, target: str, *, push: bool, pip: ws.PipOptions | No
              f"{', ...' if len(shown) > 8 else ''})",
              *ws.excluded_lines(source, indent="  "),
              f"  requirements: {source.requirements or 'none'}",
-             *([f"  pip:          {reqfile.describe(pip, reqfile.options(source.requirements))}"]
+             *([f"  pip:          {requirements_file.describe(pip, requirements_file.options(source.requirements))}"]
                if source.requirements else []),
              f"  on:           {spec.resolved_image}",
              f"  command:      {shlex.join(spec.command)} (in /workspace)"]
@@ -116,7 +116,7 @@ def check_registry(repo: str) -> None:
 def bake(spec: JobSpec, *, push: bool, pip: ws.PipOptions | None = None,
          allow_credentials: bool = False) -> JobSpec:
     """Build (and with ``push`` push) the workspace image; the spec to render or run with it."""
-    from ddpctl.images.wsbuild import build_workspace
+    from ddpctl.images.workspace_build import build_workspace
 
     source = scan(spec, allow_credentials=allow_credentials)
     check_command(spec, source)

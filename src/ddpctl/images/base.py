@@ -16,8 +16,8 @@ from ddpctl import dockerengine
 from ddpctl.dockerengine.tools import image_id as _image_id
 from ddpctl.dockerengine.tools import image_labels
 from ddpctl.errors import EngineError, UsageError
+from ddpctl.images.build_output import BuildProgress
 from ddpctl.images.plans import LABEL_BASE_HASH, BasePlan
-from ddpctl.images.progress import BuildProgress
 from ddpctl.images.tidy import drop_if_untagged
 
 # ---------------------------------------------------------------------------------------------- base

@@ -18,6 +18,7 @@ from ddpctl import __version__, dockerengine
 from ddpctl.dockerengine.tools import image_id as _image_id
 from ddpctl.dockerengine.tools import image_labels, run_once
 from ddpctl.errors import EngineError, UsageError
+from ddpctl.images.build_output import BuildProgress
 from ddpctl.images.plans import (
     DEFAULT_LOCAL_BASE,
     LABEL_BUILD_HASH,
@@ -27,7 +28,6 @@ from ddpctl.images.plans import (
     BuildPlan,
     build_hash,
 )
-from ddpctl.images.progress import BuildProgress
 from ddpctl.images.pull import pull_base
 from ddpctl.images.tidy import BuildTrace, deps_tag, drop_if_untagged, tidy_build
 from ddpctl.launch import LABEL_MANAGED_BY, LABEL_VERSION, MANAGED_BY
@@ -136,7 +136,7 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: BuildPro
     root = root or find_source_root()
     client = dockerengine.connect()
     if plan.local_base:
-        from ddpctl.images.torchbase import build_torch_base
+        from ddpctl.images.torch_base import build_torch_base
 
         build_torch_base(plan.torch_version, plan.cuda_version, progress=progress, wheelhouse=plan.wheelhouse,
                          index_url=plan.index_url, ca_file=plan.ca_file)
@@ -205,16 +205,16 @@ def build_image(plan: BuildPlan, *, root: Path | None = None, progress: BuildPro
 def _host_wheelhouse(client, plan: BuildPlan, root: Path, progress: BuildProgress) -> None:
     """When pip in the build container has no index to install from (no --index-url, no --wheelhouse, and the
     base's pip cannot reach one), or the base is the local CUDA base (its torch came from the wheelhouse): the
-    wheels the base lacks, resolved against what it has and downloaded on this host (images.hostwheels)."""
-    from ddpctl.images import hostwheels
+    wheels the base lacks, resolved against what it has and downloaded on this host (images.host_wheels)."""
+    from ddpctl.images import host_wheels
 
     if plan.index_url or (plan.wheelhouse is not None and not plan.local_base):
         return
-    facts = hostwheels.probe(client, plan.base, index=plan.wheelhouse is None)
+    facts = host_wheels.probe(client, plan.base, index=plan.wheelhouse is None)
     if plan.wheelhouse is None and facts.index_ok:
         return
     index_args = ["--no-index", "--find-links", str(plan.wheelhouse)] if plan.wheelhouse is not None else []
-    wh = hostwheels.download_missing(root / STAGE_DIR / "requirements.txt", facts, root / STAGE_DIR / "wheelhouse",
+    wh = host_wheels.download_missing(root / STAGE_DIR / "requirements.txt", facts, root / STAGE_DIR / "wheelhouse",
                                      index_args=index_args)
     progress.line(f"wheelhouse made on this host for {plan.base} ({facts.target.describe()}): {wh.summary()}"
                   + (f": {', '.join(wh.wheels)}" if wh.wheels else ""))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ddpctl import dockerengine, host
+from ddpctl import dockerengine
+from ddpctl import host_gpus as host
 from ddpctl.dockerengine.tools import has_nvidia_runtime, image_labels, run_once
 from ddpctl.errors import EngineError
 from ddpctl.images.plans import DriverVerdict, driver_supports

@@ -35,7 +35,7 @@ LABEL_CUDA = "ai.ddpctl.cuda.version"
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 STAGE_DIR = Path("build") / "image"  # under the repo root; allowed by .dockerignore
-# `--base local`: the CUDA image with no registry, on a CUDA base made here (images.torchbase)
+# `--base local`: the CUDA image with no registry, on a CUDA base made here (images.torch_base)
 LOCAL_PRESET = "local"
 
 
@@ -123,7 +123,7 @@ class BuildPlan:
     index_url: str | None = None
     ca_file: Path | None = None
     dockerfile: str = "docker/Dockerfile"
-    local_base: bool = False  # --base local: the CUDA base is made here (images.torchbase), not pulled
+    local_base: bool = False  # --base local: the CUDA base is made here (images.torch_base), not pulled
 
     def buildargs(self) -> dict[str, str]:
         return {
@@ -138,9 +138,9 @@ class BuildPlan:
 def refuse_index_credentials(index_url: str | None) -> None:
     """The ddp-train image's first stage takes the index as a build argument, which the legacy builder keeps in
     the history of the local cache image (<tag>-deps): no credential may go there (workspace images install
-    their requirements in a committed container instead, ddpctl.images.wsdeps)."""
+    their requirements in a committed container instead, ddpctl.images.workspace_requirements)."""
     if index_url and "://" in index_url and "@" in index_url.split("://", 1)[1].split("/", 1)[0]:
-        from ddpctl.images.reqfile import shown
+        from ddpctl.images.requirements_file import shown
 
         raise UsageError(f"--index-url {shown(index_url)} carries credentials, which a build argument would keep "
                          "in the cache image's history", "download the wheels on the host ('pip download -d DIR "
@@ -154,7 +154,7 @@ def build_plan(*, cpu: bool, base: str | None = None, tag: str | None = None, wh
     if ca_file is not None and not index_url:
         raise UsageError("--ca-file only applies to --index-url", "add --index-url or drop --ca-file")
     if index_url and not re.match(r"^(https?|file)://", index_url):
-        from ddpctl.images.reqfile import shown
+        from ddpctl.images.requirements_file import shown
 
         raise UsageError(f"--index-url {shown(index_url)} is not an http(s):// or file:// URL",
                          "give the URL of a PEP 503 simple index")
@@ -167,7 +167,7 @@ def build_plan(*, cpu: bool, base: str | None = None, tag: str | None = None, wh
     if local and cpu:
         base = DEFAULT_LOCAL_BASE  # the CPU image is always made on the local base
     elif local:
-        base = f"ddpctl/torch:{torch_version}-cuda{cuda_version}-cudnn9-runtime"  # = torchbase.tag_for()
+        base = f"ddpctl/torch:{torch_version}-cuda{cuda_version}-cudnn9-runtime"  # = torch_base.tag_for()
     return BuildPlan(
         tag=tag or (DEFAULT_CPU_IMAGE if cpu else DEFAULT_GPU_IMAGE),
         base=base or (DEFAULT_LOCAL_BASE if cpu else DEFAULT_CUDA_BASE),
@@ -187,7 +187,7 @@ def _file_digest(path: Path) -> str:
 def build_hash(plan: BuildPlan, base_id: str, context_files: Iterable[Path]) -> str:
     """Hash of every input of a build: build args, base image id, Dockerfile, wheel, wheelhouse."""
     h = hashlib.sha256()
-    from ddpctl.images.reqfile import redact
+    from ddpctl.images.requirements_file import redact
 
     args = plan.buildargs()
     args["INDEX_URL"] = redact(args["INDEX_URL"])  # no hash (a label) derives from a password

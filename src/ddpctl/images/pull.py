@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ddpctl.dockerengine.tools import image_id
 from ddpctl.errors import EngineError
-from ddpctl.images.progress import BuildProgress
+from ddpctl.images.build_output import BuildProgress
 
 # What an unreachable registry looks like in the daemon's pull and push errors (push.py reads it too).
 REGISTRY_UNREACHABLE = ("no such host", "lookup ", "dial tcp", "i/o timeout", "connection refused", "network is unreachable",

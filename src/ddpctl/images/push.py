@@ -14,7 +14,7 @@ import shlex
 
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.images import workspace as ws
-from ddpctl.images.progress import BuildProgress
+from ddpctl.images.build_output import BuildProgress
 from ddpctl.images.pull import REGISTRY_UNREACHABLE
 
 _DIGEST = re.compile(r"\bdigest: (sha256:[0-9a-f]{64})\b")

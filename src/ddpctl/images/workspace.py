@@ -3,8 +3,8 @@ that names the image, the code layer's Dockerfile and the git labels.
 
 A workspace image is a thin layer on a torch image (by default the ddp-train image): the requirements
 installed with pip in a layer of their own (an image tagged ``ddpctl/workspace-deps:<hash>``, reused while
-the base, the requirements file and the pip options are the same; made by :mod:`ddpctl.images.wsdeps`), then
-the directory's files copied to ``/workspace`` (links and credential files: :mod:`ddpctl.images.wstree`). The final tag's version is a hash of the requirements layer's id and of every copied file
+the base, the requirements file and the pip options are the same; made by :mod:`ddpctl.images.workspace_requirements`), then
+the directory's files copied to ``/workspace`` (links and credential files: :mod:`ddpctl.images.workspace_tree`). The final tag's version is a hash of the requirements layer's id and of every copied file
 (path, executable bit, content), so the same tree gives the same tag and an unchanged tree builds nothing.
 No I/O here but reading the directory, the requirements file and ``git``'s view of the directory.
 """
@@ -105,7 +105,7 @@ def read_dockerignore(root: Path) -> list[str]:
 def scan(directory: str | Path, requirements: str | Path | None = None, *,
          allow_credentials: bool = False) -> Workspace:
     """The files of ``directory`` that go into the image, with the checks a user gets one-line errors for
-    (links leaving the directory and credential files: :mod:`ddpctl.images.wstree`)."""
+    (links leaving the directory and credential files: :mod:`ddpctl.images.workspace_tree`)."""
     root = Path(directory).expanduser()
     if not root.exists():
         raise UsageError(f"workspace directory {str(directory)!r} does not exist",
@@ -118,11 +118,11 @@ def scan(directory: str | Path, requirements: str | Path | None = None, *,
         raise UsageError(f"workspace directory {root} is not readable", "fix its permissions (chmod u+rx)")
     from docker.utils.build import PatternMatcher
 
-    from ddpctl.images import wstree
+    from ddpctl.images import workspace_tree
 
     patterns = [*DEFAULT_IGNORE, *_virtualenv_dirs(root), *read_dockerignore(root)]
-    tree = wstree.walk(root, PatternMatcher(patterns), skip=frozenset({".dockerignore"}))
-    wstree.check(root, tree, allow_credentials=allow_credentials)
+    tree = workspace_tree.walk(root, PatternMatcher(patterns), skip=frozenset({".dockerignore"}))
+    workspace_tree.check(root, tree, allow_credentials=allow_credentials)
     files = [SourceFile(rel, path, link is None and bool(st.st_mode & 0o111), 0 if link else st.st_size, link)
              for rel, path, link, st in tree.entries]
     ws = Workspace(root, tuple(sorted(files, key=lambda f: f.rel)), _requirements(root, requirements),
@@ -170,9 +170,9 @@ def _requirements(root: Path, requirements: str | Path | None) -> Path | None:
     except UnicodeDecodeError:
         raise UsageError(f"cannot read requirements file {path} (not UTF-8 text)",
                          "save it as UTF-8 text, one requirement per line") from None
-    from ddpctl.images import reqfile
+    from ddpctl.images import requirements_file
 
-    reqfile.check(path, text)
+    requirements_file.check(path, text)
     return path.resolve()
 
 

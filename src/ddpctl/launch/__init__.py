@@ -8,7 +8,7 @@ Slurm) gets its command from here, so there is one copy of the rules:
 - Docker and compose pass the topology as flags with a static rendezvous (node *i* is node rank *i*, node 0
   is the master, ``<job>-node-0`` on a private network or the first host with host networking), through
   ``ddp-train-launch`` (torchrun whose output lines carry ``rank-<global rank> | `` and whose failure is one
-  root-cause line, see ``ddp_train.launcher``), so the image must contain the ddp-train package;
+  root-cause line, see ``ddp_train.launcher.run``), so the image must contain the ddp-train package;
 - PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
   torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
   ``PET_MASTER_PORT``), see docs/render.md;
@@ -24,7 +24,7 @@ script from ``SLURM_CPUS_ON_NODE``. A user's own ``OMP_NUM_THREADS`` (spec ``env
 
 NCCL over TCP (:data:`NCCL_SOCKETS_ENV`): GPU jobs of several nodes get ``DDP_TRAIN_NCCL_SOCKETS=auto``; in the
 node, at run time, ``ddp-train-launch`` / ``ddp-train`` set ``NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4``
-unless ``/sys/class/infiniband`` shows a device NCCL may use or the env sets them (``ddp_train.netenv``). The
+unless ``/sys/class/infiniband`` shows a device NCCL may use or the env sets them (``ddp_train.comm.socket_transport``). The
 spec's ``env`` overrides either (``DDP_TRAIN_NCCL_SOCKETS: "off"``, or its own NCCL values).
 
 TensorBoard (spec ``tensorboard``): ``ddp-train`` gets ``--tensorboard`` on the job's checkpoint directory

@@ -7,7 +7,7 @@ from ddpctl.spec import JobSpec
 
 # -------------------------------------------------------------------------------- env and argv
 
-# ddp-train's NCCL socket rule (ddp_train.netenv): "auto" = 4 threads x 4 sockets per connection unless the
+# ddp-train's NCCL socket rule (ddp_train.comm.socket_transport): "auto" = 4 threads x 4 sockets per connection unless the
 # node has a usable InfiniBand device or the env sets them; "off" leaves NCCL's defaults. Set for GPU jobs of
 # several nodes, where NCCL's traffic crosses the network.
 NCCL_SOCKETS_ENV = "DDP_TRAIN_NCCL_SOCKETS"

@@ -68,7 +68,7 @@ def local_nodes(spec: JobSpec, *, host_cpus: float | None = None, torchrun_resta
 def operator_env(spec: JobSpec) -> dict[str, str]:
     """PyTorchJob and TrainJob container env: one pod per node, threads from the CPU limit or at run time."""
     env = base_env(spec, thread_env(spec))
-    if spec.tensorboard:  # on the volume the spec mounts at /checkpoints (render.k8spod refuses it without one)
+    if spec.tensorboard:  # on the volume the spec mounts at /checkpoints (render.kubernetes_pod refuses it without one)
         env.setdefault(TENSORBOARD_ENV, TENSORBOARD_DIR)
     return env
 

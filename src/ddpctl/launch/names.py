@@ -22,7 +22,7 @@ CONTAINER_WORKDIR = "/workspace"  # where `workdir` is mounted in containers
 
 TRAINJOB_MASTER_PORT = 29500  # fixed by the Trainer v2 torch plugin
 
-EXIT_CODE_LAUNCHER = "ddp-train-launch"  # torchrun + rank-prefixed output + the workers' exit code (ddp_train.launcher)
+EXIT_CODE_LAUNCHER = "ddp-train-launch"  # torchrun + rank-prefixed output + the workers' exit code (ddp_train.launcher.run)
 
 STACK_ULIMIT = 67108864  # bytes; NVIDIA's recommended container stack size
 

@@ -7,7 +7,7 @@ from ddpctl.spec import JobSpec
 # ------------------------------------------------------------------------------------------ threads
 
 THREADS_ENV = "OMP_NUM_THREADS"
-AUTO_THREADS_ENV = "DDP_TRAIN_THREADS"  # "auto": ddp-train sets the threads at run time (ddp_train.threads)
+AUTO_THREADS_ENV = "DDP_TRAIN_THREADS"  # "auto": ddp-train sets the threads at run time (ddp_train.runtime.threads)
 NODES_PER_HOST_ENV = "DDP_TRAIN_NODES_PER_HOST"  # how many nodes share the container's host CPUs (auto mode)
 
 

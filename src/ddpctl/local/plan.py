@@ -231,7 +231,7 @@ def plan_local(spec: JobSpec, *, cwd: Path, default_user: str | None = None,
                host_cpus: float | None = None) -> LocalPlan:
     """The containers and network of ``spec`` on this host (``ddpctl up``); see :func:`plan_containers`. With
     ``docker_hosts`` node *i* runs on Docker host *i* with host networking
-    (:class:`ddpctl.dockerengine.hostsengine.HostsEngine` places them)."""
+    (:class:`ddpctl.dockerengine.hosts_engine.HostsEngine` places them)."""
     SUPPORT.check(spec)
     containers = plan_containers(spec, cwd=cwd, default_user=default_user, host_cpus=host_cpus, torchrun_restarts=False)
     volume = None

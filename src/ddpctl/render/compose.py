@@ -22,7 +22,7 @@ from typing import Any
 
 from ddpctl import launch
 from ddpctl.local.plan import ContainerPlan, is_root, plan_containers, with_checkpoint_dir
-from ddpctl.render import escape_dollars, to_yaml, wssection
+from ddpctl.render import escape_dollars, to_yaml, workspace_section
 from ddpctl.spec import JobSpec
 from ddpctl.spec.units import docker_size
 from ddpctl.targets import Support, Unsupported
@@ -31,12 +31,12 @@ TARGET = "compose"
 CKPT = launch.CHECKPOINT_DIR
 
 # Compose honours every core spec field but docker_hosts; the kubernetes/slurm sections are other targets' options.
-SUPPORT = Support(TARGET, sections=("nccl", wssection.SECTION), honours=wssection.HONOURS | frozenset({
+SUPPORT = Support(TARGET, sections=("nccl", workspace_section.SECTION), honours=workspace_section.HONOURS | frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "device_ids", "backend", "port", "command", "env",
     "secret_env", "volumes", "workdir", "user", "ipc", "shm_size", "network", "hosts", "master_addr",
     "max_restarts", "memlock", "cpus_per_node", "memory_per_node", "tensorboard",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
-}), unsupported=wssection.UNSUPPORTED + (
+}), unsupported=workspace_section.UNSUPPORTED + (
     Unsupported("nodes MIN:MAX", lambda s: s.min_nodes is not None,
                 "a compose file starts a fixed set of services with a static rendezvous at node 0, while "
                 "torchrun's elastic c10d rendezvous needs nodes that may come and go",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpctl.render import k8spod, to_yaml
+from ddpctl.render import kubernetes_pod, to_yaml
 from ddpctl.spec import JobSpec, KubernetesOptions
 from ddpctl.targets import Support, Unsupported
 
@@ -28,11 +28,11 @@ KIND = "PyTorchJob"
 CONTAINER = "pytorch"
 PORT_NAME = "pytorchjob-port"
 
-SUPPORT = Support(TARGET, sections=k8spod.SECTIONS, honours=k8spod.COMMON_HONOURS | {
+SUPPORT = Support(TARGET, sections=kubernetes_pod.SECTIONS, honours=kubernetes_pod.COMMON_HONOURS | {
     "port", "network", "kubernetes.restart_policy", "kubernetes.backoff_limit", "kubernetes.clean_pod_policy",
     "kubernetes.ttl_seconds_after_finished", "kubernetes.gang", "kubernetes.scheduler_name", "kubernetes.queue",
     "kubernetes.priority_class", "min_nodes",
-}, unsupported=k8spod.COMMON_UNSUPPORTED + (
+}, unsupported=kubernetes_pod.COMMON_UNSUPPORTED + (
     Unsupported("kubernetes.runtime", lambda s: s.kubernetes.runtime != KubernetesOptions().runtime,
                 "the runtime is a TrainJob (v2) setting", "drop kubernetes.runtime, or render a trainjob"),
 ))
@@ -42,16 +42,16 @@ def _container(spec: JobSpec) -> dict[str, Any]:
     c: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.resolved_image,
-        "command": k8spod.command(spec),
-        **k8spod.working_dir(spec),
-        "env": k8spod.env_list(spec),
+        "command": kubernetes_pod.command(spec),
+        **kubernetes_pod.working_dir(spec),
+        "env": kubernetes_pod.env_list(spec),
         "ports": [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
     }
-    res = k8spod.resources(spec)
+    res = kubernetes_pod.resources(spec)
     if res:
         c["resources"] = res
-    c["volumeMounts"] = k8spod.volume_mounts(spec)
-    sc = k8spod.security_context(spec)
+    c["volumeMounts"] = kubernetes_pod.volume_mounts(spec)
+    sc = kubernetes_pod.security_context(spec)
     if sc:
         c["securityContext"] = sc
     return c
@@ -59,8 +59,8 @@ def _container(spec: JobSpec) -> dict[str, Any]:
 
 def _pod_template(spec: JobSpec) -> dict[str, Any]:
     k = spec.kubernetes
-    meta: dict[str, Any] = {"labels": k8spod.job_labels(spec)}
-    annotations = k8spod.pod_annotations(spec)
+    meta: dict[str, Any] = {"labels": kubernetes_pod.job_labels(spec)}
+    annotations = kubernetes_pod.pod_annotations(spec)
     if annotations:
         meta["annotations"] = annotations
     pod: dict[str, Any] = {}
@@ -76,9 +76,9 @@ def _pod_template(spec: JobSpec) -> dict[str, Any]:
         pod["schedulerName"] = k.scheduler_name
     if k.priority_class:
         pod["priorityClassName"] = k.priority_class
-    pod.update(k8spod.placement(spec))
+    pod.update(kubernetes_pod.placement(spec))
     pod["containers"] = [_container(spec)]
-    pod["volumes"] = k8spod.volumes(spec)
+    pod["volumes"] = kubernetes_pod.volumes(spec)
     return {"metadata": meta, "spec": pod}
 
 
@@ -123,7 +123,7 @@ def render(spec: JobSpec) -> dict[str, Any]:
         if spec.nodes > 1:
             replicas["Worker"] = {"replicas": spec.nodes - 1, **replica}
         body["pytorchReplicaSpecs"] = replicas
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": k8spod.metadata(spec), "spec": body}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": kubernetes_pod.metadata(spec), "spec": body}
 
 
 def render_text(spec: JobSpec) -> dict[str, str]:

@@ -18,20 +18,20 @@ import shlex
 
 from ddpctl import launch
 from ddpctl.errors import UnsupportedFeature
-from ddpctl.render import wssection
+from ddpctl.render import workspace_section
 from ddpctl.spec import JobSpec
 from ddpctl.targets import Support, Unsupported
 
 TARGET = "slurm"
 
-SUPPORT = Support(TARGET, sections=("nccl", "slurm", wssection.SECTION), honours=wssection.HONOURS | frozenset({
+SUPPORT = Support(TARGET, sections=("nccl", "slurm", workspace_section.SECTION), honours=workspace_section.HONOURS | frozenset({
     "name", "image", "nodes", "gpus_per_node", "nproc_per_node", "backend", "port", "command", "env", "secret_env",
     "volumes", "workdir", "network", "hosts", "master_addr", "max_restarts", "cpus_per_node", "memory_per_node",
     "tensorboard",
     "nccl.socket_ifname", "nccl.debug", "nccl.ib_disable",
     "slurm.partition", "slurm.account", "slurm.qos", "slurm.time", "slurm.cpus_per_task", "slurm.mem",
     "slurm.container", "slurm.container_image", "slurm.output", "min_nodes", "slurm.requeue", "slurm.signal_seconds",
-}), unsupported=wssection.UNSUPPORTED + (
+}), unsupported=workspace_section.UNSUPPORTED + (
     Unsupported("device_ids", lambda s: bool(s.device_ids), "Slurm assigns the GPUs of each allocation",
                 "drop device_ids; gpus_per_node becomes --gres=gpu:G"),
     Unsupported("docker_hosts", lambda s: bool(s.docker_hosts), "Slurm starts the job on the nodes it allocates",

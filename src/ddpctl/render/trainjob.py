@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddpctl import launch
-from ddpctl.render import k8spod, to_yaml
+from ddpctl.render import kubernetes_pod, to_yaml
 from ddpctl.spec import JobSpec, KubernetesOptions
 from ddpctl.targets import Support, Unsupported
 
@@ -31,8 +31,8 @@ PET_VARS = launch.PET_VARS
 
 _D = KubernetesOptions()
 
-SUPPORT = Support(TARGET, sections=k8spod.SECTIONS, honours=k8spod.COMMON_HONOURS | {"kubernetes.runtime"},
-                  unsupported=k8spod.COMMON_UNSUPPORTED + (
+SUPPORT = Support(TARGET, sections=kubernetes_pod.SECTIONS, honours=kubernetes_pod.COMMON_HONOURS | {"kubernetes.runtime"},
+                  unsupported=kubernetes_pod.COMMON_UNSUPPORTED + (
     Unsupported("network: host", lambda s: s.network == "host",
                 "TrainJob v2.3.0 runtimePatches have no hostNetwork", "use network: bridge, or render a pytorchjob",
                 fields=("network",)),
@@ -65,17 +65,17 @@ SUPPORT = Support(TARGET, sections=k8spod.SECTIONS, honours=k8spod.COMMON_HONOUR
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
     fix = "mount a parent directory once instead of many, or render a pytorchjob"
     container: dict[str, Any] = {"name": NODE_JOB, "volumeMounts": _within_crd(
-        "volume mounts (volumes and /dev/shm)", k8spod.volume_mounts(spec), fix)}
-    sc = k8spod.security_context(spec)
+        "volume mounts (volumes and /dev/shm)", kubernetes_pod.volume_mounts(spec), fix)}
+    sc = kubernetes_pod.security_context(spec)
     if sc:
         container["securityContext"] = sc
     pod: dict[str, Any] = {}
-    pod.update(k8spod.placement(spec))
-    pod["volumes"] = _within_crd("volumes (volumes and /dev/shm)", k8spod.volumes(spec), fix)
+    pod.update(kubernetes_pod.placement(spec))
+    pod["volumes"] = _within_crd("volumes (volumes and /dev/shm)", kubernetes_pod.volumes(spec), fix)
     _within_crd("tolerations", pod.get("tolerations", []), "merge tolerations (operator Exists covers many)")
     pod["containers"] = [container]
     template: dict[str, Any] = {}
-    annotations = k8spod.pod_annotations(spec)
+    annotations = kubernetes_pod.pod_annotations(spec)
     if annotations:
         template["metadata"] = {"annotations": annotations}
     template["spec"] = pod
@@ -100,13 +100,13 @@ def render(spec: JobSpec) -> dict[str, Any]:
     SUPPORT.check(spec)
     trainer: dict[str, Any] = {
         "image": spec.resolved_image,
-        "command": _within_crd("command words", k8spod.command(spec), "pass long argument lists in a file"),
-        "env": _within_crd("env entries (env, secret_env and ddpctl's own)", k8spod.env_list(spec),
+        "command": _within_crd("command words", kubernetes_pod.command(spec), "pass long argument lists in a file"),
+        "env": _within_crd("env entries (env, secret_env and ddpctl's own)", kubernetes_pod.env_list(spec),
                            "pass large configuration as a file in a volume, or render a pytorchjob"),
         "numNodes": spec.nodes,
         "numProcPerNode": spec.procs_per_node,
     }
-    res = k8spod.resources(spec)
+    res = kubernetes_pod.resources(spec)
     if res:
         trainer["resourcesPerNode"] = res
     body: dict[str, Any] = {
@@ -125,7 +125,7 @@ def render(spec: JobSpec) -> dict[str, Any]:
         body["suspend"] = True
     if spec.kubernetes.active_deadline_seconds:
         body["activeDeadlineSeconds"] = spec.kubernetes.active_deadline_seconds
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": k8spod.metadata(spec), "spec": body}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": kubernetes_pod.metadata(spec), "spec": body}
 
 
 def render_text(spec: JobSpec) -> dict[str, str]:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # Patterns are matched with fullmatch (``$`` would also accept a trailing newline).
 HOST_RE = rules.HOST_RE  # one host rule: ddpctl.rules.hosts
-DOCKER_HOST_RE = re.compile(r"[A-Za-z0-9][^\s,]{0,511}")  # a URL or a context name (ddpctl.dockerengine.hosts checks it)
+DOCKER_HOST_RE = re.compile(r"[A-Za-z0-9][^\s,]{0,511}")  # a URL or a context name (ddpctl.dockerengine.host_address checks it)
 IFNAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,15}")
 SLURM_TIME_RE = re.compile(r"(\d{1,4}-)?\d{1,3}(:\d{2}){0,2}")
 SLURM_MEM_RE = re.compile(r"\d{1,15}[KMGT]?")

@@ -1,7 +1,7 @@
 """The field table: every key of a job spec, once, with its check and, if it has one, its CLI flag.
 
 Validation (:mod:`ddpctl.spec.build`), ``spec_to_dict``, the flags of ``ddpctl render *`` and ``ddpctl up``
-(:mod:`ddpctl.cli.specopts`) and the unit test that every model field has an entry all read this table. Adding a
+(:mod:`ddpctl.cli.spec_options`) and the unit test that every model field has an entry all read this table. Adding a
 spec field: the attribute on the model (:mod:`ddpctl.spec.model`) and one :class:`Field` here; a rule that
 relates two fields goes in :func:`ddpctl.spec.build.cross_checks`. See docs/architecture.md.
 
@@ -154,7 +154,7 @@ _TABLE: list[Field] = [
                "given)."),
           sample="1000:1000"),
     Field("command", c.command,
-          sample=["python", "train.py"]),  # the positional words after '--' (cli/specopts.py: Command)
+          sample=["python", "train.py"]),  # the positional words after '--' (cli/spec_options.py: Command)
     Field("master_addr", _string(c.HOST_RE, "a host name or IP address"),
           sample="10.0.0.1", needs={"network": "host"}),
     Field("memlock", _bool,

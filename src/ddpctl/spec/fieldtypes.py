@@ -14,7 +14,7 @@ Check = Callable[[Checker, tuple, Any], Any]
 
 @dataclass(frozen=True)
 class Flag:
-    """The command-line flag that sets a field; :mod:`ddpctl.cli.specopts` turns it into a Typer option.
+    """The command-line flag that sets a field; :mod:`ddpctl.cli.spec_options` turns it into a Typer option.
 
     ``type`` is ``int``, ``float``, ``str``, ``bool`` or ``list`` (a repeatable string flag). ``commands`` names the
     commands that offer it (``up``, ``compose``, ``pytorchjob``, ``trainjob``, ``slurm``); None: every command

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpctl.watch import records as rec_mod
-from ddpctl.watch import tboard
+from ddpctl.watch import tensorboard
 
 NODE_LOG_BYTES = 20 * 2**20
 MAX_JOBS = 50
@@ -92,7 +92,7 @@ def _keep(engine, job: str, removing: bool) -> Path | None:
     codes = {c.labels[LABEL_NODE]: c.exit_code for c in cur if not c.running}
     hosts = {c.labels[LABEL_NODE]: c.host for c in cur if c.host}
     node0 = min(cur, key=lambda c: int(c.labels[LABEL_NODE]), default=None)  # rank 0 writes TensorBoard files
-    tb = None if node0 is None else tboard.keep(engine, node0, folder) if removing else tboard.locate(node0)
+    tb = None if node0 is None else tensorboard.keep(engine, node0, folder) if removing else tensorboard.locate(node0)
     kept = load(folder)
     ranks, summary = rec_mod.collect(kept.texts() if kept else [])
     with open(folder / "progress.jsonl", "w", encoding="utf-8") as f:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ddpctl import launch
 from ddpctl.errors import UsageError
-from ddpctl.watch import history, tboard
+from ddpctl.watch import history, tensorboard
 from ddpctl.watch.records import stamp_seconds
 from ddpctl.watch.status import JobView, NodeView
 
@@ -40,7 +40,7 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
             return []
 
     found.sort(key=lambda c: int(c.labels[history.LABEL_NODE]))
-    view.tensorboard = tboard.locate(next(c for c in found if history.attempt_of(c.labels) == attempt))
+    view.tensorboard = tensorboard.locate(next(c for c in found if history.attempt_of(c.labels) == attempt))
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:  # one request per node, side by side
         outputs = list(pool.map(read, found))
     for c, lines in zip(found, outputs, strict=True):
@@ -59,7 +59,7 @@ def kept_view(kept: history.Kept) -> JobView:
     attempt = max((a for a, _ in kept.lines), default=0)
     tb = m.get("tensorboard")
     if tb and tb.get("kept"):  # in this folder, wherever it is now (a new run of the name moves the old one)
-        tb = {**tb, "kept": str(kept.folder / tboard.KEEP_DIR)}
+        tb = {**tb, "kept": str(kept.folder / tensorboard.KEEP_DIR)}
     view = JobView(m.get("job", kept.folder.name), "kept", lines=kept.texts(), restarts=m.get("restarts", attempt),
                    state=m.get("state") or "exited", result=m.get("result"), kept=str(kept.folder), tensorboard=tb)
     codes = m.get("exit_codes") or {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddpctl.watch import records as rec_mod
-from ddpctl.watch import tboard
+from ddpctl.watch import tensorboard
 
 
 @dataclass
@@ -31,7 +31,7 @@ class JobView:
     state: str = ""
     result: str | None = None
     kept: str | None = None  # the folder its output is kept in
-    tensorboard: dict | None = None  # where its TensorBoard event files are (ddpctl.watch.tboard)
+    tensorboard: dict | None = None  # where its TensorBoard event files are (ddpctl.watch.tensorboard)
 
 
 def build(view: JobView, now: float) -> dict:
@@ -93,7 +93,7 @@ def text(st: dict) -> list[str]:
                    f"final accuracy {_fmt(s.get('final_accuracy'), '.4f')}, sync check {s.get('sync_check', '-')}, "
                    f"exit code {s.get('exit_code', '-')}")
     if st.get("tensorboard"):
-        out.append(tboard.describe(st["tensorboard"], st["job"]))
+        out.append(tensorboard.describe(st["tensorboard"], st["job"]))
     table = [("NODE", "STATE", "EXIT", "RESTARTS", "LAST OUTPUT", "CONTAINER") + (("HOST",) if any(
         n["host"] for n in st["nodes"]) else ())]
     for n in st["nodes"]:

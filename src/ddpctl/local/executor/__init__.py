@@ -25,7 +25,7 @@ The parts (callers use the names re-exported here):
                      that resumes a job (``up --resume``);
 - :mod:`.lines`      the text of node output (``rank-N |`` prefixes, the launcher's failure line);
 - :mod:`.hosts`      a job on several Docker hosts: preflight on each (the image pulled where missing), then
-                     the same create/start through a :class:`~ddpctl.dockerengine.hostsengine.HostsEngine`;
+                     the same create/start through a :class:`~ddpctl.dockerengine.hosts_engine.HostsEngine`;
 - :mod:`.jobs`       ``ps`` / ``logs`` / ``down --all`` by label;
 - :mod:`.common`     labels and helpers the others share.
 """
@@ -46,7 +46,6 @@ from ddpctl.local.executor.attach import (
 from ddpctl.local.executor.common import MANAGED, Say, job_label
 from ddpctl.local.executor.create import Job, check_resume, create, remove_job, restart, rollback, start, up
 from ddpctl.local.executor.ending import EXIT_ENGINE_LOST, resume_argv
-from ddpctl.local.executor.hosts import ensure_image, preflight_hosts, up_hosts
 from ddpctl.local.executor.jobs import (
     NodeRow,
     all_jobs,
@@ -76,6 +75,7 @@ from ddpctl.local.executor.lines import (
     split_rank,
 )
 from ddpctl.local.executor.preflight import host_cpus, port_free, preflight, secret_values
+from ddpctl.local.executor.several_hosts import ensure_image, preflight_hosts, up_hosts
 from ddpctl.local.executor.stream import ENGINE_WAIT_ENV, engine_wait_s
 from ddpctl.local.executor.supervise import Finished, supervise
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ddpctl.errors import JobFailed
-from ddpctl.local.engine import ContainerInfo, Engine
+from ddpctl.local.engine_interface import ContainerInfo, Engine
 from ddpctl.local.executor.common import Say, say_nothing, split_lines
 from ddpctl.local.executor.create import Job
 from ddpctl.local.executor.lines import (

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ddpctl.errors import EngineError
-from ddpctl.local.engine import Engine
+from ddpctl.local.engine_interface import Engine
 from ddpctl.local.executor.common import Say, exc_reason, job_label, say_nothing
 from ddpctl.local.executor.preflight import port_free, preflight, secret_values
 from ddpctl.local.plan import LocalPlan, container_request, is_root

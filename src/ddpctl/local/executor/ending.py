@@ -12,7 +12,7 @@ import shlex
 
 from ddpctl.errors import JobFailed
 from ddpctl.local import restarts
-from ddpctl.local.engine import Engine
+from ddpctl.local.engine_interface import Engine
 from ddpctl.local.executor.attach import Outcome
 from ddpctl.local.executor.common import exc_reason
 from ddpctl.local.executor.create import Job, remove_job

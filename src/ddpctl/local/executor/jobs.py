@@ -10,7 +10,7 @@ from typing import Iterator
 
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.launch import LABEL_JOB, LABEL_NODE_RANK
-from ddpctl.local.engine import ContainerInfo, Engine
+from ddpctl.local.engine_interface import ContainerInfo, Engine
 from ddpctl.local.executor.common import MANAGED, Say, job_label, say_nothing, split_lines
 from ddpctl.local.restarts import LABEL_RESTARTS
 

@@ -8,7 +8,7 @@ running that should not be.
 - ``--rm``: the job is removed when it ends, whatever the end;
 - a clean-up against an engine that does not answer gives up after :data:`CLEANUP_S` and says what is left.
 
-The CLI (``ddpctl.cli.upcmd``) only parses, calls :func:`start_job` and :func:`run_attached`, and prints.
+The CLI (``ddpctl.cli.up``) only parses, calls :func:`start_job` and :func:`run_attached`, and prints.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ddpctl.errors import EngineError
-from ddpctl.local.engine import Engine
+from ddpctl.local.engine_interface import Engine
 from ddpctl.local.executor.attach import OutputClosed
 from ddpctl.local.executor.common import Say, exc_reason, say_nothing
 from ddpctl.local.executor.create import Job, remove_job
@@ -48,7 +48,7 @@ class Started:
 def start_job(plan, engine: Engine, *, several: bool, host_gpus: int, say: Say = say_nothing, resume: bool = False) -> Started:
     """Create and start the job (all or nothing) on one engine or on several Docker hosts."""
     from ddpctl.local.executor.create import up
-    from ddpctl.local.executor.hosts import up_hosts
+    from ddpctl.local.executor.several_hosts import up_hosts
 
     t0 = time.monotonic()
     if several:

@@ -1,7 +1,7 @@
 """The text of a node's output: ``rank-N | ...`` lines, the launcher's root-cause line, the prefixes.
 
-ddp-train-launch (ddp_train.launcher) writes each worker line as "rank-<global rank> | <text>" and ends a
-failure with one line naming the root-cause rank. Kept in step with ddp_train.launcher by a unit test
+ddp-train-launch (ddp_train.launcher.run) writes each worker line as "rank-<global rank> | <text>" and ends a
+failure with one line naming the root-cause rank. Kept in step with ddp_train.launcher.run by a unit test
 (ddpctl never imports ddp_train: the image's launcher and this parser meet only in the text).
 """
 

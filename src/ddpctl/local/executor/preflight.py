@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.launch import LABEL_JOB
-from ddpctl.local.engine import ContainerInfo, Engine
+from ddpctl.local.engine_interface import ContainerInfo, Engine
 from ddpctl.local.executor.common import job_label
 from ddpctl.local.plan import LocalPlan
 

@@ -24,7 +24,7 @@ import time
 from typing import Callable, Iterator, Mapping
 
 from ddpctl.errors import UsageError
-from ddpctl.local.engine import Engine
+from ddpctl.local.engine_interface import Engine
 from ddpctl.local.executor.common import Say, exc_reason, say_nothing, split_lines
 
 ENGINE_WAIT_ENV = "DDPCTL_ENGINE_WAIT"

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from ddpctl.errors import JobFailed
-from ddpctl.local.engine import Engine
+from ddpctl.local.engine_interface import Engine
 from ddpctl.local.executor import ending
 from ddpctl.local.executor.attach import Outcome, attach, failure_message, job_root_cause
 from ddpctl.local.executor.common import Say, job_label, say_nothing

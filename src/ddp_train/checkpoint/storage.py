@@ -1,0 +1,198 @@
+"""Atomic, self-validating checkpoints.
+
+Layout in ``--output-dir``: ``ckpt-<step:08d>.pt`` (a ``torch.save`` file) plus ``ckpt-<step:08d>.pt.json``
+(its size and SHA-256, written after the ``.pt`` is in place). Both are written as a temp file that is
+fsync'ed and renamed, then the directory is fsync'ed. A checkpoint counts only when its sidecar exists and
+matches and it loads with the expected keys, so a save killed at any point leaves either the previous
+checkpoint or the new one, never one that loads wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import signal
+
+import torch
+
+from ddp_train.errors import EXIT_CHECKPOINT, EXIT_STORAGE, TrainError
+
+FORMAT = "ddp-train-checkpoint/1"
+_NAME = re.compile(r"^ckpt-(\d{8})\.pt$")
+REQUIRED = ("format", "model", "optimizer", "scheduler", "epoch", "step", "step_in_epoch", "config")
+
+# Test hook: DDP_TRAIN_TEST_KILL_IN_SAVE=N sends SIGKILL to this process halfway through writing the
+# N-th checkpoint (after the temp file is partly written), to prove a killed save is harmless.
+_saves = 0
+
+
+def _fsync_dir(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path, data: bytes, kill_midway=False):
+    d = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            if kill_midway:
+                f.write(data[: len(data) // 2])
+                f.flush()
+                os.fsync(f.fileno())
+                os.kill(os.getpid(), signal.SIGKILL)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)  # a full disk must not keep the partial temp file (nor fill up with one per attempt)
+        raise
+    _fsync_dir(d)
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def free_bytes(path):
+    """Bytes free to this user where ``path`` (or its nearest existing parent) lives, or None."""
+    path = os.path.abspath(path)
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _size(n):
+    if n is None:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def write_failed(output_dir, exc: OSError, needed: int) -> TrainError:
+    """One line for a checkpoint that could not be written: the directory, why, its free space, the fix."""
+    prev = list_checkpoints(output_dir)
+    kept = f"the previous checkpoint {os.path.basename(prev[-1])} is intact" if prev else "no earlier checkpoint"
+    why = exc.strerror or type(exc).__name__
+    needs = f", this checkpoint needs {_size(needed)}" if needed else ""
+    return TrainError(f"cannot write a checkpoint to {output_dir}: {why} ({_size(free_bytes(output_dir))} free"
+                      f"{needs}); {kept}; free space there, mount a writable and larger "
+                      "directory, or point --output-dir elsewhere (--keep-checkpoints fewer)", EXIT_STORAGE)
+
+
+def _write_pair(output_dir, path, data: bytes, meta: dict, kill: bool) -> None:
+    """The checkpoint, then its sidecar; on a write error (full disk, read-only mount) neither is left and a
+    one-line :class:`TrainError` (exit 7, permanent) names the directory and its free space."""
+    try:
+        _atomic_write(path, data, kill_midway=kill)
+        try:
+            _atomic_write(path + ".json", (json.dumps(meta) + "\n").encode())
+        except BaseException:
+            _remove(path)  # without its sidecar it would never load: give the space back
+            raise
+    except OSError as exc:
+        raise write_failed(output_dir, exc, len(data)) from None
+
+
+def save(output_dir, payload: dict, keep: int = 3) -> str:
+    """Write ``payload`` as the checkpoint for ``payload['step']``; keep the newest ``keep`` ones."""
+    global _saves
+    _saves += 1
+    kill = os.environ.get("DDP_TRAIN_TEST_KILL_IN_SAVE") == str(_saves)
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+    except OSError as exc:
+        raise write_failed(output_dir, exc, 0) from None
+    buf = io.BytesIO()
+    torch.save({"format": FORMAT, **payload}, buf)
+    data = buf.getvalue()
+    path = os.path.join(output_dir, f"ckpt-{int(payload['step']):08d}.pt")
+    meta = {"format": FORMAT, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "step": int(payload["step"]), "epoch": int(payload["epoch"])}
+    _write_pair(output_dir, path, data, meta, kill)
+    for old in list_checkpoints(output_dir)[:-keep] if keep else []:
+        for p in (old, old + ".json"):
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
+    return path
+
+
+def list_checkpoints(output_dir):
+    """Checkpoint files by step, oldest first (validity not checked)."""
+    if not output_dir or not os.path.isdir(output_dir):
+        return []
+    names = sorted(n for n in os.listdir(output_dir) if _NAME.match(n))
+    return [os.path.join(output_dir, n) for n in names]
+
+
+def validate(path) -> str | None:
+    """None when ``path`` is a complete checkpoint, else why not."""
+    try:
+        with open(path + ".json") as f:
+            meta = json.load(f)
+    except FileNotFoundError:
+        return "its .json sidecar is missing (the save did not finish)"
+    except (OSError, ValueError) as exc:
+        return f"its .json sidecar is unreadable ({exc})"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return f"cannot read it ({exc})"
+    if len(data) != meta.get("bytes"):
+        return f"it has {len(data)} bytes, the sidecar says {meta.get('bytes')} (truncated)"
+    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+        return "its SHA-256 does not match the sidecar (corrupt)"
+    return None
+
+
+def load(path, map_location="cpu") -> dict:
+    why = validate(path)
+    if why:
+        raise TrainError(f"checkpoint {path} is not usable: {why}; pass another one or --resume auto",
+                         EXIT_CHECKPOINT)
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:
+        raise TrainError(f"checkpoint {path} does not load ({type(exc).__name__}: {str(exc)[:120]}); "
+                         "pass another one or --resume auto", EXIT_CHECKPOINT) from None
+    missing = [k for k in REQUIRED if k not in ckpt]
+    if missing or ckpt.get("format") != FORMAT:
+        raise TrainError(f"{path} is not a ddp-train checkpoint (missing {missing or 'format'}); "
+                         "pass a file written by ddp-train", EXIT_CHECKPOINT)
+    return ckpt
+
+
+def newest_valid(output_dir):
+    """(path, skipped) where path is the newest valid checkpoint or None, skipped the invalid newer ones."""
+    skipped = []
+    for path in reversed(list_checkpoints(output_dir)):
+        why = validate(path)
+        if why is None:
+            return path, skipped
+        skipped.append((path, why))
+    return None, skipped

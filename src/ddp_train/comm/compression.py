@@ -1,0 +1,168 @@
+"""How gradients cross the link: compression, graph-mode reducer and bucket size, chosen from the measured link.
+
+``--grad-compression auto|none|bf16|powersgd``, ``--graph-reducer auto|flat|bucketed|ddp`` and ``--bucket-mb``
+(default: auto) are decided here once, before the step mode is planned and the model is wrapped (:func:`decide`);
+the first log line of the run prints :meth:`CommPlan.describe` (which, and why).
+
+The ``auto`` rule. On a CUDA run of several ranks (NCCL) that leaves anything on auto, every rank times a
+32 MiB fp32 all-reduce (one untimed, then :data:`PROBE_ITERS` timed; the slowest rank's time, so all ranks
+decide alike): ``busbw = 2(n-1)/n x bytes / time``, as the all-reduce probe reports it. It costs a few
+milliseconds on NVLink and ~0.1 s on a 2 GB/s socket link.
+
+- **fast link** (busbw >= :data:`SLOW_LINK_GBPS`: NVLink, a PCIe switch, fast InfiniBand): no compression,
+  graph mode's ``flat`` reducer (one all-reduce after the backward: ~0.2 ms for ResNet-18 on NVLink), DDP's
+  25 MB buckets. Compression would only add cast kernels there.
+- **slow link** (Ethernet, NCCL's socket transport, a PCIe path without peer access): ``bf16`` (half the bytes
+  on the wire; parameters, optimizer and the fp32 gradient buffer unchanged), graph mode's ``bucketed`` reducer
+  (buckets all-reduced while the backward runs, so the link works during compute instead of after it), and
+  buckets sized from the link: those whose bf16 bytes take about :data:`BUCKET_WIRE_S` on it, between
+  :data:`MIN_BUCKET_MB` and 25 MB.
+- CPU runs (gloo) and single-process runs: nothing measured, no compression (the ranks share a host).
+
+``powersgd`` (never picked by auto: it changes the optimisation, not only the rounding) is torch's PowerSGD
+hook (rank :data:`POWERSGD_RANK`, error feedback, plain all-reduce for the first
+:data:`POWERSGD_START_ITER` steps) on eager DDP; PowerSGD keeps per-step state on the host, so a run with it is
+eager (``ddp_train.config.step_plan``). ``bf16`` in eager mode is a DDP communication hook (:func:`bf16_hook`, as
+torch's ``bf16_compress_hook``, which works with gloo too); in graph mode the flat and bucketed reducers
+all-reduce a bf16 copy of their gradient buffer (``ddp_train.comm.flat_reduce``).
+
+``DDP_TRAIN_LINK_GBPS`` (a number, GB/s busbw) skips the measurement and takes that figure instead, for links
+the start-up measurement misjudges (a shared link busy at start-up, say).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from ddp_train.errors import EXIT_USAGE, TrainError
+
+SLOW_LINK_GBPS = 25.0
+PROBE_BYTES = 32 << 20
+PROBE_ITERS = 3
+BUCKET_WIRE_S = 0.004
+MIN_BUCKET_MB = 4.0
+DEFAULT_BUCKET_MB = 25.0
+POWERSGD_RANK = 4
+POWERSGD_START_ITER = 10
+LINK_ENV = "DDP_TRAIN_LINK_GBPS"
+
+
+@dataclass(frozen=True)
+class CommPlan:
+    compression: str  # none | bf16 | powersgd
+    graph_reducer: str  # flat | bucketed | ddp
+    bucket_mb: float
+    link_gbps: float | None  # busbw measured at start-up (or from DDP_TRAIN_LINK_GBPS), None when not measured
+    reason: str
+
+    def describe(self) -> str:
+        return (f"grad_compression={self.compression} graph_reducer={self.graph_reducer} "
+                f"bucket_mb={self.bucket_mb:g}: {self.reason}")
+
+
+def choose(*, compression: str, graph_reducer: str, bucket_mb: float | None, busbw_gbps: float | None,
+           world: int, why_unmeasured: str = "") -> CommPlan:
+    """The rule (pure): what the auto settings become for a link of ``busbw_gbps`` (None: not measured)."""
+    slow = busbw_gbps is not None and busbw_gbps < SLOW_LINK_GBPS
+    if busbw_gbps is None:
+        link = why_unmeasured or "link not measured"
+    else:
+        link = (f"link {busbw_gbps:.1f} GB/s busbw {'<' if slow else '>='} {SLOW_LINK_GBPS:g}: "
+                f"{'slow' if slow else 'fast'}")
+    picked = []
+    if compression == "auto":
+        compression = "bf16" if slow else "none"
+        picked.append(f"compression {compression}")
+    if graph_reducer == "auto":
+        graph_reducer = "bucketed" if slow else "flat"
+        picked.append(f"{graph_reducer} reducer")
+    if bucket_mb is None:
+        bucket_mb = DEFAULT_BUCKET_MB
+        if slow and world > 1:
+            wire = 2 * (world - 1) / world * (0.5 if compression == "bf16" else 1.0)
+            fit = busbw_gbps * 1e9 * BUCKET_WIRE_S / wire / (1 << 20)
+            bucket_mb = round(min(DEFAULT_BUCKET_MB, max(MIN_BUCKET_MB, fit)), 1)
+        picked.append(f"{bucket_mb:g} MB buckets")
+    return CommPlan(compression, graph_reducer, bucket_mb, busbw_gbps,
+                    f"{link} (auto: {', '.join(picked)})" if picked else f"{link}; all set by flags")
+
+
+def measure_link(device: torch.device, world: int) -> float:
+    """busbw (GB/s) of a :data:`PROBE_BYTES` fp32 all-reduce over the default group, the slowest rank's time."""
+    t = torch.ones(PROBE_BYTES // 4, device=device)
+    dist.all_reduce(t)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    for _ in range(PROBE_ITERS):
+        dist.all_reduce(t)
+    sync()
+    took = torch.tensor([(time.perf_counter() - start) / PROBE_ITERS], device=device, dtype=torch.float64)
+    dist.all_reduce(took, op=dist.ReduceOp.MAX)
+    return 2 * (world - 1) / world * PROBE_BYTES / float(took.item()) / 1e9
+
+
+def decide(args, *, device: torch.device, world: int, distributed: bool) -> CommPlan:
+    """Resolve the auto settings (in ``args``, which the rest of the run reads) and say why."""
+    auto = args.grad_compression == "auto" or args.graph_reducer == "auto" or args.bucket_mb is None
+    busbw, why = None, ""
+    if not (distributed and world > 1):
+        why = "one process: nothing to all-reduce"
+    elif device.type != "cuda":
+        why = "CPU ranks (gloo): link not measured, the fast-link defaults"
+    elif auto and os.environ.get(LINK_ENV):
+        try:
+            busbw = float(os.environ[LINK_ENV])
+        except ValueError:
+            raise TrainError(f"{LINK_ENV}={os.environ[LINK_ENV]!r} is not a number; set it to the link's busbw "
+                             "in GB/s (e.g. 4.5) or unset it to measure at start-up", EXIT_USAGE) from None
+    elif auto:
+        busbw = measure_link(device, world)
+    plan = choose(compression=args.grad_compression, graph_reducer=args.graph_reducer, bucket_mb=args.bucket_mb,
+                  busbw_gbps=busbw, world=world, why_unmeasured=why)
+    if busbw is not None and os.environ.get(LINK_ENV):
+        plan = CommPlan(plan.compression, plan.graph_reducer, plan.bucket_mb, busbw, f"{LINK_ENV}: " + plan.reason)
+    if not (distributed and world > 1):
+        plan = CommPlan("none", plan.graph_reducer, plan.bucket_mb, None, plan.reason)
+    args.grad_compression, args.graph_reducer, args.bucket_mb = plan.compression, plan.graph_reducer, plan.bucket_mb
+    return plan
+
+
+def comm_dtype(plan: CommPlan) -> torch.dtype:
+    """The dtype graph mode's flat/bucketed reducers all-reduce in."""
+    return torch.bfloat16 if plan.compression == "bf16" else torch.float32
+
+
+def bf16_hook(group, bucket):
+    """DDP communication hook: all-reduce the bucket as bf16 (half the bytes), averaged, back into fp32.
+
+    torch's ``bf16_compress_hook`` does the same but refuses anything but NCCL; this one runs on gloo too."""
+    group = group if group is not None else dist.group.WORLD
+    buf = bucket.buffer()
+    comp = buf.to(torch.bfloat16).div_(dist.get_world_size(group))
+    fut = dist.all_reduce(comp, group=group, async_op=True).get_future()
+
+    def done(f):
+        out = bucket.buffer()
+        out.copy_(f.value()[0])
+        return out
+
+    return fut.then(done)
+
+
+def register_hook(model, plan: CommPlan) -> None:
+    """Eager DDP: the communication hook of ``plan`` (none: DDP's own fp32 all-reduce)."""
+    if plan.compression == "bf16":
+        model.register_comm_hook(None, bf16_hook)
+    elif plan.compression == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=POWERSGD_RANK,
+                                            start_powerSGD_iter=POWERSGD_START_ITER, use_error_feedback=True,
+                                            warm_start=True)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)

@@ -1,0 +1,1 @@
+"""Programs beside the trainer: the all-reduce probe and the system information line."""
