@@ -59,6 +59,14 @@ def upgrade(report: dict) -> dict:
         out["headline"] = head
     if "link_advice" in out:
         out["link_advice"] = [keys(a, "key") for a in out["link_advice"]]
+    if isinstance(out.get("forecast"), dict):
+        fc = dict(out["forecast"])
+        fc["workloads"] = [{**keys(w, "baseline_key"), **{f: [key(k) for k in w.get(f, [])]
+                                                          for f in ("overhead_from", "window_from") if f in w}}
+                           for w in fc.get("workloads") or []]
+        fc["validation"] = [{**keys(v, "key"), **({"fitted_from": [key(k) for k in v["fitted_from"]]}
+                                                  if "fitted_from" in v else {})} for v in fc.get("validation") or []]
+        out["forecast"] = fc
     return out
 
 

@@ -35,7 +35,8 @@ def _link(p: dict) -> str:
 
 PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU)"),
          ("efficiency_vs_gpus.png", "Scaling efficiency vs GPUs, with the interconnect's bounds"),
-         ("strategies.png", "Strategies side by side"))
+         ("strategies.png", "Strategies side by side"),
+         ("forecast.png", "Scaling forecast: N nodes x 8 GPUs over the named links, with the validated cells"))
 
 
 def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> str:
@@ -167,6 +168,8 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
             lines += [f"- `{a['key']}` ({a['diagnosis']}, {_pct(a['scaling_efficiency'])}):"]
             lines += [f"  - {g}" for g in a["gains"]]
         lines += [""]
+    if report.get("forecast"):
+        lines += render_forecast(report["forecast"], unit)
     failures = [(c, r) for c in report["cells"] for r in c["runs"] if not r["ok"] and not r.get("skipped")]
     cut = [(c, r) for c in report["cells"] for r in c["runs"] if r.get("skipped")]
     if failures or cut or report["plan"]["skipped"]:
@@ -180,6 +183,71 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
         titles = dict(PLOTS)
         lines += [f"![{titles.get(p, p)}]({p})" for p in plots] + [""]
     return "\n".join(lines)
+
+
+def _plan(plan: dict) -> str:
+    comp = "fp32" if plan["grad_compression"] == "none" else plan["grad_compression"]
+    return f"{comp}, {plan['reducer']}" + (f" {plan['bucket_mb']:g} MB" if plan["reducer"] != "flat" else "")
+
+
+def render_forecast(fc: dict, unit: str = "GPUs") -> list[str]:
+    """The report's "Scaling forecast" section (also what ``ddpctl bench forecast`` prints)."""
+    lines = ["## Scaling forecast", "",
+             "Predicted scaling efficiency (and img/s) for N nodes x G GPUs over a named link, from this report's "
+             "cells and probes (docs/bench.md, \"The scaling forecast\"): t_step = t_1 + o + the all-reduce time not "
+             "hidden behind the backward; the all-reduce is hierarchical (the in-node probe's latency + bandwidth "
+             "fit, then the link between nodes), with the communication plan ddp-train's `auto` picks for that "
+             "link (fp32 flat, or bf16 in buckets during the backward).", ""]
+    lines += _table(["workload", "t_1 ms (1 GPU)", "o ms (distributed overhead)", "h (overlap window / t_1)",
+                     "fitted from"], [
+        [w["workload"], f"{w['t_1_s'] * 1e3:.2f}", f"{w['overhead_s'] * 1e3:.3f}", f"{w['overlap_window']:.2f}",
+         ", ".join(dict.fromkeys(w["overhead_from"] + w["window_from"])) or "no multi-GPU cell (o = h = 0)"]
+        for w in fc["workloads"]])
+    lines += ["", "Links between nodes: " + "; ".join(f"`{x['name']}` {x['description']}" for x in fc["links"]) + ".",
+              ""]
+    fits = fc.get("local_fits") or []
+    if fits:
+        lines += ["In-node all-reduce fits (t = alpha + 2(n-1)/n x bytes / busbw): " + "; ".join(
+            f"{f['world_size']} {unit}: alpha {f['alpha_us']:.0f} us, busbw {f['busbw_gbps']:.0f} GB/s "
+            f"(worst point {f['worst_error']:.0%} off)" for f in fits) + ".", ""]
+    val = fc.get("validation") or []
+    if val:
+        lines += ["### Validation: each measured multi-GPU cell, forecast without it", ""]
+        modelled = [v for v in val if v["modelled"]]
+        if modelled:
+            lines += _table(["cell", "plan", "t_comm ms", "forecast eff.", "measured eff.", "error (points)",
+                             "forecast img/s", "measured img/s", "o, h from"], [
+                [f"`{v['key']}`", _plan(v["plan"]), f"{v['t_comm_s'] * 1e3:.3f}", _pct(v["forecast_efficiency"]),
+                 _pct(v["measured_efficiency"]), _f(v["error_points"], "+.1f"),
+                 f"{v['forecast_images_per_sec']:,.0f}", _f(v["measured_images_per_sec"], ",.0f"),
+                 ", ".join(v["fitted_from"]) or "none (o = h = 0)"] for v in modelled])
+            if fc.get("max_error_points") is not None:
+                lines += ["", f"Largest miss: **{fc['max_error_points']:.1f} points** of scaling efficiency."]
+        lines += [f"- `{v['key']}`: not modelled ({v['reason']})" for v in val if not v["modelled"]]
+        lines += [""]
+    for w in fc["workloads"]:
+        rows = [r for r in fc["rows"] if r["workload"] == w["workload"]]
+        configs = list(dict.fromkeys((r["nodes"], r["gpus_per_node"]) for r in rows))
+        links = list(dict.fromkeys(r["link"] for r in rows if r["nodes"] > 1))
+        single = {(r["nodes"], r["gpus_per_node"]): r for r in rows if r["nodes"] == 1}
+        by = {(r["link"], r["nodes"], r["gpus_per_node"]): r for r in rows}
+
+        def cell(r):
+            return "-" if r is None else f"{r['scaling_efficiency']:.1%} ({r['images_per_sec']:,.0f})"
+        lines += [f"### {w['workload']}: forecast scaling efficiency (img/s)", ""]
+        table = []
+        if single:
+            table.append(["one node"] + [cell(single.get(k)) if k[0] == 1 else "" for k in configs])
+        for link in links:
+            table.append([f"`{link}`"] + [cell(by.get((link, n, g))) if n > 1 else "" for n, g in configs])
+        lines += _table(["link"] + [f"{n} x {g}" for n, g in configs], table)
+        plans = list(dict.fromkeys((r["link"], _plan(r["plan"])) for r in rows if r["nodes"] > 1))
+        if plans:
+            lines += ["", "Communication plan (`auto`): " + "; ".join(
+                f"`{link}` " + "/".join(p for lk, p in plans if lk == link) for link in links) + "."]
+        lines += [""]
+    lines += [f"- {n}" for n in fc.get("notes") or []]
+    return lines + ([""] if fc.get("notes") else [])
 
 
 # ------------------------------------------------------------------------------------- the edge

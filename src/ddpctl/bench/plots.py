@@ -141,6 +141,37 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
     _legend(ax, fontsize=8)
     fig.tight_layout()
     save(fig, "strategies.png")
+
+    # 4. the scaling forecast: N nodes x G GPUs per link, the largest G of the grid, and the validated cells.
+    fc = report.get("forecast") or {}
+    fc_workloads = [w["workload"] for w in fc.get("workloads") or []]
+    if fc_workloads:
+        fig, axes = plt.subplots(1, len(fc_workloads), figsize=size, squeeze=False)
+        for ax, w in zip(axes[0], fc_workloads, strict=True):
+            rows = [r for r in fc["rows"] if r["workload"] == w]
+            g = max(r["gpus_per_node"] for r in rows)
+            one = next((r for r in rows if r["nodes"] == 1 and r["gpus_per_node"] == g), None)
+            for link in dict.fromkeys(r["link"] for r in rows if r["nodes"] > 1):
+                pts = ([(one["gpus"], one["scaling_efficiency"])] if one else []) + [
+                    (r["gpus"], r["scaling_efficiency"]) for r in rows if r["link"] == link and r["gpus_per_node"] == g]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=link)
+            val = [v for v in fc.get("validation") or [] if v["modelled"] and v["key"].startswith(w + "/")
+                   and v["measured_efficiency"] is not None]
+            if val:
+                ax.scatter([v["gpus"] for v in val], [v["measured_efficiency"] for v in val], color="black", marker="o",
+                           zorder=3, label="measured")
+                ax.scatter([v["gpus"] for v in val], [v["forecast_efficiency"] for v in val], facecolors="none",
+                           edgecolors="red", marker="s", zorder=3, label="forecast without it")
+            ax.set_xscale("log", base=2)
+            ax.set_ylim(0, 1.05)
+            ax.set_title(f"{w} ({g} per node)", fontsize=10)
+            ax.set_xlabel(unit + " (nodes x per node)")
+            ax.set_ylabel("forecast scaling efficiency")
+            ax.grid(alpha=0.3)
+            _legend(ax, fontsize=7, loc="lower left")
+        fig.suptitle("Scaling forecast over named links")
+        fig.tight_layout()
+        save(fig, "forecast.png")
     return made
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ddpctl import __version__
 from ddpctl.bench import efficiency as eff
-from ddpctl.bench import links
+from ddpctl.bench import forecast, links
 from ddpctl.bench.markdown import render_markdown
 from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell
 from ddpctl.bench.runner import BenchRun
@@ -182,7 +182,7 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
 
     interconnect = links.interconnect_entries(bench)
 
-    return {
+    out = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "ddpctl bench", "version": __version__},
         "created": created,
@@ -198,6 +198,8 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
         "headline": _headline(cells, interconnect),
         "link_advice": links.advice(cells, interconnect),
     }
+    out["forecast"] = forecast.forecast(out)
+    return out
 
 
 def _hardware(sysinfo: dict, smi: dict) -> dict:

@@ -1,0 +1,431 @@
+"""The scaling forecast: from a report's measured cells and all-reduce probes to N nodes x G GPUs over a named
+link. Pure: a report (its ``cells`` and ``interconnect``) in, report.json's ``forecast`` out (docs/bench.md,
+"The scaling forecast").
+
+The model, per workload (ddp-train's device pipeline, its default communication plan):
+
+- **all-reduce cost**: each probed link is fitted to ``t(bytes) = alpha + 2(n-1)/n x bytes / busbw`` (a latency
+  and a bandwidth; every probe point weighted by its own time, so small and large messages count alike). On N
+  nodes of G GPUs the all-reduce is hierarchical: reduce-scatter in the node, all-reduce between the nodes
+  (each node's network carries ``2(N-1)/N x bytes``), all-gather in the node; the in-node part is the measured
+  local fit at G GPUs (the largest probed count when G was not probed), the network part a named link's
+  bandwidth and per-hop latency, ``2 min(N-1, ceil(log2 N))`` hops (ring or tree, the shorter);
+- **the communication plan** is ddp-train's ``--grad-compression auto`` rule (``ddp_train`` ``compression.choose``,
+  mirrored in :func:`auto_plan`): the busbw a 32 MiB all-reduce reaches on the configuration decides fp32 with
+  one flat all-reduce after the backward (fast link), or bf16 gradients in buckets all-reduced during the
+  backward (slow link, buckets sized from the link);
+- **the step**: ``t_step = t_1 + o + exposed``: ``t_1`` the 1-GPU step (no communication), ``o`` the per-step
+  cost of running distributed beyond the all-reduce (fitted from the measured flat cells), ``exposed`` the
+  all-reduce time not hidden behind the backward: all of it with the flat reducer; ``max(0, t_comm - h x t_1)``
+  with buckets, where ``h``, the overlap window as a share of the 1-GPU step, is fitted from the measured
+  bucketed cells;
+- **validation**: every measured multi-GPU DDP cell of the device pipeline, forecast with ``o`` and ``h``
+  fitted from the other cells only (its own step time unused), beside the measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ddpctl.bench import efficiency as eff
+from ddpctl.bench.plan import PIPELINE_ALIASES, WORKLOADS
+
+# ddp-train's communication rule (ddp_train's compression module; ddpctl never imports torch, so the figures are
+# mirrored here and a unit test checks them against the source)
+SLOW_LINK_GBPS = 25.0
+PROBE_BYTES = 32 << 20
+BUCKET_WIRE_S = 0.004
+MIN_BUCKET_MB = 4.0
+DEFAULT_BUCKET_MB = 25.0
+GRAD_BYTES_PER_PARAM = 4
+
+FORECAST_NODES = (1, 2, 8, 64)  # the report's grid: nodes ...
+FORECAST_GPUS_PER_NODE = 8  # ... of this many GPUs and of the host's own count
+ETHERNET_EFFICIENCY = 0.88  # share of the line rate an all-reduce reaches over Ethernet (headers, TCP/RoCE)
+INFINIBAND_EFFICIENCY = 0.96
+
+
+@dataclass(frozen=True)
+class Link:
+    """A network between nodes: the bandwidth an all-reduce gets out of one NIC, and the latency per hop."""
+
+    name: str
+    description: str
+    gbytes_per_s: float  # per NIC, GB/s (1e9 bytes)
+    latency_s: float  # per step of the ring/tree
+    nics: int = 1  # NICs per node (``8x400gbe``: one per GPU, a rail-optimised cluster)
+
+    @property
+    def node_bytes_per_s(self) -> float:
+        return self.gbytes_per_s * 1e9 * self.nics
+
+
+def _ethernet(gbit: int, latency_us: float) -> Link:
+    return Link(f"{gbit}gbe", f"{gbit} GbE ({gbit * ETHERNET_EFFICIENCY / 8:.3g} GB/s, {latency_us:g} us/hop)",
+                gbit * ETHERNET_EFFICIENCY / 8, latency_us * 1e-6)
+
+
+# Stated figures: Ethernet at 88% of its line rate, NCCL over TCP sockets (25 us per hop) up to 25 GbE and over
+# RoCE (8-10 us) above; InfiniBand NDR (400 Gb/s) at 96%, 3 us per hop.
+NAMED_LINKS: dict[str, Link] = {link.name: link for link in (
+    _ethernet(10, 25), _ethernet(25, 25), _ethernet(100, 10), _ethernet(200, 8), _ethernet(400, 8),
+    Link("ib-ndr", f"InfiniBand NDR 400 Gb/s ({400 * INFINIBAND_EFFICIENCY / 8:.3g} GB/s, 3 us/hop)",
+         400 * INFINIBAND_EFFICIENCY / 8, 3e-6),
+)}
+MEASURED = "measured"  # the report's own two-node socket link (its fitted probe)
+DEFAULT_LINKS = ("10gbe", "25gbe", "100gbe", "400gbe", "ib-ndr", MEASURED)
+
+
+# ---------------------------------------------------------------------------------- the all-reduce
+
+
+@dataclass(frozen=True)
+class Fit:
+    """``t(bytes) = alpha + 2(n-1)/n x bytes / busbw`` for one probed world size."""
+
+    world: int
+    alpha_s: float
+    busbw: float  # bytes/s
+    worst_error: float  # largest relative error of the fit over the probe's points
+
+    def time(self, nbytes: float) -> float:
+        return self.alpha_s + eff.bus_factor(self.world) * nbytes / self.busbw
+
+
+def fit_probe(results: list[dict], world: int) -> Fit | None:
+    """Least squares of ``t = alpha + x / busbw`` (``x = 2(n-1)/n x bytes``), each point weighted by ``1/t``."""
+    pts = [(eff.bus_factor(world) * float(r["bytes"]), float(r["time_us"]) * 1e-6) for r in results
+           if isinstance(r, dict) and r.get("bytes") and r.get("time_us")]
+    if world < 2 or not pts:
+        return None
+    # minimise sum(((alpha + beta x - t) / t)^2): the normal equations of a weighted linear fit
+    s00 = sum(1 / t**2 for _, t in pts)
+    s01 = sum(x / t**2 for x, t in pts)
+    s11 = sum(x * x / t**2 for x, t in pts)
+    r0 = sum(1 / t for _, t in pts)
+    r1 = sum(x / t for x, t in pts)
+    det = s00 * s11 - s01 * s01
+    alpha, beta = ((s11 * r0 - s01 * r1) / det, (s00 * r1 - s01 * r0) / det) if det > 0 else (0.0, 0.0)
+    if beta <= 0 or alpha < 0:  # one size, or a curve no line fits: bandwidth only, through the largest point
+        x, t = max(pts)
+        alpha, beta = 0.0, t / x
+    worst = max(abs(alpha + beta * x - t) / t for x, t in pts)
+    return Fit(world, alpha, 1 / beta, worst)
+
+
+@dataclass(frozen=True)
+class Network:
+    """What the forecast knows of a cluster: the in-node fits (by GPU count) and the link between nodes."""
+
+    local: dict[int, Fit]
+    link: Link | None
+
+    def local_fit(self, gpus: int) -> Fit | None:
+        """The probed fit at ``gpus``, else the largest probed count (its latency and busbw held)."""
+        if gpus in self.local:
+            return self.local[gpus]
+        return self.local[max(self.local)] if self.local else None
+
+    def allreduce(self, nbytes: float, nodes: int, gpus: int) -> float:
+        """Seconds one all-reduce of ``nbytes`` per GPU takes on ``nodes`` x ``gpus``."""
+        t = 0.0
+        if gpus > 1:
+            f = self.local_fit(gpus)
+            if f is None:
+                raise ValueError("no in-node all-reduce probe to forecast from")
+            t += f.alpha_s + eff.bus_factor(gpus) * nbytes / f.busbw  # reduce-scatter + all-gather in the node
+        if nodes > 1:
+            if self.link is None:
+                raise ValueError("no link between nodes to forecast from")
+            hops = 2 * min(nodes - 1, math.ceil(math.log2(nodes)))
+            t += hops * self.link.latency_s + eff.bus_factor(nodes) * nbytes / self.link.node_bytes_per_s
+        return t
+
+    def startup_busbw_gbps(self, nodes: int, gpus: int) -> float:
+        """The busbw ddp-train's start-up measurement would see (a 32 MiB fp32 all-reduce over the whole job)."""
+        world = nodes * gpus
+        return eff.bus_factor(world) * PROBE_BYTES / self.allreduce(PROBE_BYTES, nodes, gpus) / 1e9
+
+
+@dataclass(frozen=True)
+class CommPlan:
+    compression: str  # none | bf16
+    reducer: str  # flat (one all-reduce after the backward) | bucketed (during the backward) | ddp (eager buckets)
+    bucket_mb: float
+
+    @property
+    def overlaps(self) -> bool:
+        return self.reducer != "flat"
+
+
+def auto_plan(busbw_gbps: float | None, world: int, *, graph: bool = True) -> CommPlan:
+    """ddp-train's ``auto`` rule for a link of ``busbw_gbps`` (None: not measured, e.g. CPU ranks)."""
+    slow = busbw_gbps is not None and busbw_gbps < SLOW_LINK_GBPS
+    compression = "bf16" if slow else "none"
+    reducer = ("bucketed" if slow else "flat") if graph else "ddp"
+    bucket_mb = DEFAULT_BUCKET_MB
+    if slow and world > 1:
+        wire = eff.bus_factor(world) * (0.5 if compression == "bf16" else 1.0)
+        bucket_mb = round(min(DEFAULT_BUCKET_MB, max(MIN_BUCKET_MB, busbw_gbps * 1e9 * BUCKET_WIRE_S / wire / (1 << 20))),
+                          1)
+    return CommPlan(compression, reducer, bucket_mb)
+
+
+def comm_time(params: int, plan: CommPlan, allreduce) -> float:
+    """Seconds of all-reduce per step: the gradients in ``plan``'s dtype, in one call (flat) or in buckets of
+    ``bucket_mb`` MB of fp32 gradients; ``allreduce(nbytes)`` is one call's time."""
+    total = params * (2 if plan.compression == "bf16" else GRAD_BYTES_PER_PARAM)
+    if plan.reducer == "flat":
+        return allreduce(total)
+    buckets = max(1, math.ceil(params * GRAD_BYTES_PER_PARAM / (plan.bucket_mb * (1 << 20))))
+    return buckets * allreduce(total / buckets)
+
+
+# --------------------------------------------------------------------------------------- the step
+
+
+@dataclass(frozen=True)
+class StepFit:
+    """The two fitted terms of the step model and the cells they came from."""
+
+    overhead_s: float  # o
+    window: float  # h: the overlap window, a share of the 1-GPU step
+    overhead_from: tuple[str, ...]
+    window_from: tuple[str, ...]
+
+
+def step_time(t_1: float, t_comm: float, plan: CommPlan, fit: StepFit) -> float:
+    exposed = max(0.0, t_comm - fit.window * t_1) if plan.overlaps else t_comm
+    return t_1 + fit.overhead_s + exposed
+
+
+def fit_step(points: list[dict], *, workload: str) -> StepFit:
+    """``o`` and ``h`` from measured cells (dicts with workload, key, t_1, t_step, t_comm, overlaps): ``o`` the
+    median of ``t_step - t_1 - t_comm`` over the flat cells of the workload (of every workload when it has
+    none; 0 when no flat cell ran); ``h`` the median of ``(t_comm - (t_step - t_1 - o)) / t_1`` over its
+    overlapping cells (likewise), between 0 and 1."""
+    def pick(overlapping: bool) -> list[dict]:
+        mine = [p for p in points if p["overlaps"] == overlapping and p["workload"] == workload]
+        return mine or [p for p in points if p["overlaps"] == overlapping]
+
+    flat = pick(False)
+    o = eff.median([p["t_step"] - p["t_1"] - p["t_comm"] for p in flat]) if flat else 0.0
+    o = max(0.0, o)
+    over = pick(True)
+    h = eff.median([(p["t_comm"] - (p["t_step"] - p["t_1"] - o)) / p["t_1"] for p in over]) if over else 0.0
+    return StepFit(o, min(1.0, max(0.0, h)), tuple(p["key"] for p in flat), tuple(p["key"] for p in over))
+
+
+# ------------------------------------------------------------------------------------ from a report
+
+
+def _pipeline(c: dict) -> str:
+    return PIPELINE_ALIASES.get(c.get("pipeline"), c.get("pipeline"))
+
+
+def _ips(c: dict | None) -> float | None:
+    return c["images_per_sec"]["median"] if c and c.get("ok") and c.get("images_per_sec") else None
+
+
+def local_fits(report: dict) -> dict[int, Fit]:
+    out = {}
+    for p in report.get("interconnect") or []:
+        if p.get("results") and p.get("link", "local") == "local" and p.get("ok", True):
+            f = fit_probe(p["results"], p["world_size"])
+            if f:
+                out[p["world_size"]] = f
+    return out
+
+
+def socket_fits(report: dict) -> dict[int, Fit]:
+    out = {}
+    for p in report.get("interconnect") or []:
+        if p.get("results") and p.get("link") == "socket" and p.get("ok", True):
+            f = fit_probe(p["results"], p["world_size"])
+            if f:
+                out[p["world_size"]] = f
+    return out
+
+
+def measured_link(report: dict) -> Link | None:
+    """The report's own two-node socket link as a :class:`Link`: the fit of its socket probe at the smallest
+    world size (2 nodes x 1 GPU at 2: all of it crosses the link)."""
+    fits = socket_fits(report)
+    if not fits:
+        return None
+    f = fits[min(fits)]
+    per_hop = f.alpha_s / (2 * (f.world - 1))
+    return Link(MEASURED, f"this host's two-node socket emulation ({f.busbw / 1e9:.2g} GB/s, "
+                          f"{per_hop * 1e6:.0f} us/hop, fitted)", f.busbw / 1e9, per_hop)
+
+
+def parse_link(name: str, report: dict | None = None) -> Link:
+    """A link by name: a :data:`NAMED_LINKS` key, optionally ``Kx`` (K NICs per node), or ``measured``."""
+    text = name.strip().lower()
+    nics = 1
+    if "x" in text and text.split("x", 1)[0].isdigit():
+        count, text = text.split("x", 1)
+        nics = int(count)
+        if nics < 1:
+            raise ValueError(f"link {name!r}: the NIC count must be at least 1")
+    if text == MEASURED:
+        link = measured_link(report or {})
+        if link is None:
+            raise ValueError(f"link {name!r}: this report has no socket probe (run ddpctl bench with --links socket)")
+    elif text in NAMED_LINKS:
+        link = NAMED_LINKS[text]
+    else:
+        raise ValueError(f"unknown link {name!r} (known: {', '.join([*NAMED_LINKS, MEASURED])}, "
+                         "each optionally prefixed by NICs per node, e.g. 8x400gbe)")
+    if nics == 1:
+        return link
+    return Link(f"{nics}x{link.name}", f"{nics} x {link.description}", link.gbytes_per_s, link.latency_s, nics)
+
+
+def _baseline(cells: list[dict], workload: str) -> dict | None:
+    """The fastest 1-GPU cell of ddp-train's own pipelines (not the classic program)."""
+    ones = [c for c in cells if c["workload"] == workload and c["gpus"] == 1 and _ips(c) and c.get("step_time_s")
+            and _pipeline(c) != "classic"]
+    return max(ones, key=_ips) if ones else None
+
+
+def _modelled(c: dict) -> str | None:
+    """Why a multi-GPU cell is outside the model (None: it is in)."""
+    if c["strategy"] != "ddp":
+        return "DataParallel: one process gathers on GPU 0, no all-reduce"
+    if _pipeline(c) == "classic":
+        return "the classic program: its CPU input pipeline, not the link, sets its pace"
+    if _pipeline(c) == "dataloader":
+        return "the CPU DataLoader: the host's CPUs, not the link, set its pace"
+    return None
+
+
+def _cell_plan(c: dict, startup_gbps: float | None, device: str) -> CommPlan:
+    graph = device == "cuda" and (c.get("summary") or {}).get("step_mode", "graph") == "graph"
+    return auto_plan(startup_gbps, c["gpus"], graph=graph)
+
+
+def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit]):
+    """The all-reduce time function of a measured cell's own link: its probe's fit (the nearest world size when
+    that one was not probed)."""
+    fits = sockets if c.get("link") == "socket" else local
+    if not fits:
+        return None
+    n = c["gpus"] if c["gpus"] in fits else min(fits, key=lambda k: abs(k - c["gpus"]))
+    f = fits[n]
+    return lambda nbytes: f.alpha_s * (c["gpus"] - 1) / max(1, n - 1) + eff.bus_factor(c["gpus"]) * nbytes / f.busbw
+
+
+def _points(report: dict) -> tuple[list[dict], list[dict]]:
+    """The measured multi-GPU DDP cells of the device pipeline as fitting points, and the cells left out."""
+    cells = report["cells"]
+    device = (report.get("plan") or {}).get("device", "cuda")
+    local, sockets = local_fits(report), socket_fits(report)
+    points, outside = [], []
+    for c in cells:
+        if not c.get("ok") or c["gpus"] < 2:
+            continue
+        why = _modelled(c)
+        base = _baseline(cells, c["workload"])
+        params = c.get("param_count") or WORKLOADS.get(c["workload"], None) and WORKLOADS[c["workload"]].param_count
+        net = _cell_network(c, local, sockets)
+        if why is None and (base is None or not params or net is None or not c.get("step_time_s")):
+            why = "no 1-GPU baseline, parameter count or probe of its link"
+        if why:
+            outside.append({"key": c["key"], "reason": why})
+            continue
+        startup = eff.bus_factor(c["gpus"]) * PROBE_BYTES / net(PROBE_BYTES) / 1e9 if device == "cuda" else None
+        plan = _cell_plan(c, startup, device)
+        points.append({"key": c["key"], "workload": c["workload"], "gpus": c["gpus"], "link": c.get("link", "local"),
+                       "t_1": base["step_time_s"], "t_step": c["step_time_s"], "batch": c["batch_size_per_gpu"],
+                       "t_comm": comm_time(int(params), plan, net), "overlaps": plan.overlaps, "plan": plan,
+                       "efficiency": c.get("scaling_efficiency"), "ips": _ips(c), "startup_gbps": startup})
+    return points, outside
+
+
+def _plan_dict(plan: CommPlan) -> dict:
+    return {"grad_compression": plan.compression, "reducer": plan.reducer, "bucket_mb": plan.bucket_mb}
+
+
+def validate_cells(report: dict) -> list[dict]:
+    """For each measured multi-GPU cell: the forecast made without it (its step time unused: ``o`` and ``h``
+    fitted from the other cells) beside the measurement; cells outside the model say why."""
+    points, outside = _points(report)
+    out = []
+    for p in points:
+        others = [q for q in points if q["key"] != p["key"]]
+        fit = fit_step(others, workload=p["workload"])
+        t = step_time(p["t_1"], p["t_comm"], p["plan"], fit)
+        forecast_eff = p["t_1"] / t
+        measured = p["efficiency"]
+        out.append({"key": p["key"], "modelled": True, "gpus": p["gpus"], "link": p["link"],
+                    "plan": _plan_dict(p["plan"]), "t_comm_s": p["t_comm"], "overhead_s": fit.overhead_s,
+                    "overlap_window": fit.window, "fitted_from": sorted(set(fit.overhead_from + fit.window_from)),
+                    "forecast_efficiency": forecast_eff, "measured_efficiency": measured,
+                    "forecast_images_per_sec": p["gpus"] * p["batch"] / t, "measured_images_per_sec": p["ips"],
+                    "error_points": None if measured is None else 100 * (forecast_eff - measured)})
+    out += [{"key": o["key"], "modelled": False, "reason": o["reason"]} for o in outside]
+    order = [c["key"] for c in report["cells"]]
+    return sorted(out, key=lambda v: order.index(v["key"]))
+
+
+def forecast(report: dict, *, nodes: tuple[int, ...] | None = None, gpus_per_node: tuple[int, ...] | None = None,
+             links: tuple[str, ...] | None = None, workloads: tuple[str, ...] | None = None) -> dict:
+    """report.json's ``forecast``: the model's fitted terms per workload, its rows (workload x link x nodes x
+    GPUs per node) and the validation. Raises ValueError for a link it does not know."""
+    cells = report["cells"]
+    device = (report.get("plan") or {}).get("device", "cuda")
+    local = local_fits(report)
+    host_gpus = max([c["gpus"] for c in cells if c.get("link", "local") == "local"] or [1])
+    gpn = tuple(gpus_per_node or sorted({host_gpus, FORECAST_GPUS_PER_NODE}))
+    node_counts = tuple(nodes or FORECAST_NODES)
+    names = links or tuple(n for n in DEFAULT_LINKS if n != MEASURED or measured_link(report))
+    chosen = [parse_link(n, report) for n in names]
+    points, _ = _points(report)
+    validation = validate_cells(report)
+    out_workloads, rows, notes = [], [], []
+    wanted = workloads or tuple(dict.fromkeys(c["workload"] for c in cells))
+    for w in wanted:
+        base = _baseline(cells, w)
+        params = next((c.get("param_count") for c in cells if c["workload"] == w and c.get("param_count")), None)
+        params = params or (WORKLOADS[w].param_count if w in WORKLOADS else None)
+        if base is None or not params or not local:
+            notes.append(f"{w}: no forecast (needs a 1-GPU cell, the parameter count and an in-node probe)")
+            continue
+        fit = fit_step(points, workload=w)
+        t_1, batch = base["step_time_s"], base["batch_size_per_gpu"]
+        out_workloads.append({"workload": w, "baseline_key": base["key"], "t_1_s": t_1, "params": int(params),
+                              "batch_size_per_gpu": batch, "overhead_s": fit.overhead_s, "overlap_window": fit.window,
+                              "overhead_from": list(fit.overhead_from), "window_from": list(fit.window_from)})
+        for link in chosen:
+            net = Network(local, link)
+            for n in node_counts:
+                for g in gpn:
+                    if n == 1 and link is not chosen[0]:
+                        continue  # one node: no link between nodes, one row per workload and GPU count
+                    gbps = net.startup_busbw_gbps(n, g) if device == "cuda" and n * g > 1 else None
+                    plan = auto_plan(gbps, n * g, graph=device == "cuda")
+                    t_comm = comm_time(int(params), plan, lambda b, n=n, g=g, net=net: net.allreduce(b, n, g)) \
+                        if n * g > 1 else 0.0
+                    t = step_time(t_1, t_comm, plan, fit) if n * g > 1 else t_1
+                    hidden = min(t_comm, fit.window * t_1) if plan.overlaps and t_comm else 0.0
+                    rows.append({"workload": w, "link": link.name if n > 1 else "none", "nodes": n, "gpus_per_node": g,
+                                 "gpus": n * g, "startup_busbw_gbps": gbps, "plan": _plan_dict(plan),
+                                 "t_comm_s": t_comm, "hidden_fraction": hidden / t_comm if t_comm else 0.0,
+                                 "step_time_s": t, "scaling_efficiency": t_1 / t,
+                                 "images_per_sec": n * g * batch / t})
+    modelled = [v for v in validation if v["modelled"] and v["error_points"] is not None]
+    return {
+        "model": "t_step = t_1 + o + exposed all-reduce (hierarchical latency + bandwidth fit of the probes; "
+                 "ddp-train's auto communication plan); docs/bench.md",
+        "links": [{"name": link.name, "description": link.description, "gbytes_per_s": link.gbytes_per_s,
+                   "latency_us": link.latency_s * 1e6, "nics_per_node": link.nics} for link in chosen],
+        "local_fits": [{"world_size": f.world, "alpha_us": f.alpha_s * 1e6, "busbw_gbps": f.busbw / 1e9,
+                        "worst_error": f.worst_error} for f in sorted(local.values(), key=lambda f: f.world)],
+        "workloads": out_workloads,
+        "rows": rows,
+        "validation": validation,
+        "max_error_points": max((abs(v["error_points"]) for v in modelled), default=None),
+        "notes": notes,
+    }
