@@ -14,12 +14,16 @@ from ddpctl.bench.plan import BenchOptions, plan
 
 
 def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None, command: str = "ddpctl bench",
-              python: str | None = None, plots: bool = True) -> tuple[dict, list[Path]]:
-    """Run the matrix and write the report into ``outdir``. Returns the report and the files written."""
+              python: str | None = None, plots: bool = True, resume: bool = False) -> tuple[dict, list[Path]]:
+    """Run the matrix and write the report into ``outdir``. Returns the report and the files written.
+
+    ``resume``: ``outdir`` holds an earlier call's report of the same options; keep what it measured and run
+    the rest (:mod:`ddpctl.bench.resume`)."""
     import datetime
 
     from ddpctl import host_gpus as host
     from ddpctl.bench import report
+    from ddpctl.bench import resume as resume_state
     from ddpctl.bench.plan import plan as make_plan
     from ddpctl.bench.plan import validate
     from ddpctl.bench.programs import HostRunner
@@ -27,6 +31,10 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     from ddpctl.bench.runner import collect_sysinfo, execute
 
     validate(options)  # names and ranges, before anything runs (GPU counts are checked once known)
+    state = None
+    if resume:
+        state = resume_state.load(outdir)
+        resume_state.check_options(state, options, outdir)
     progress = progress or BenchProgress()
     if runner is None:
         if options.runtime == "docker":
@@ -38,14 +46,32 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     runner.preflight()
     progress.note(f"collecting system info ({runner.describe()})")
     sysinfo = collect_sysinfo(runner)
+    if state is not None:
+        resume_state.check_host(state, sysinfo, outdir)
     the_plan = make_plan(options, int(sysinfo.get("gpu_count") or 0))
     smi = host.nvidia_smi()
     for note in the_plan.skipped:
         progress.note(f"skipped: {note}")
     outdir.mkdir(parents=True, exist_ok=True)
-    created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    kept_runs, kept_probes = resume_state.kept(state, the_plan) if state else ({}, {})
+    # the report's first call gives its date and command; each resumed call is listed after it
+    created = state.get("created", now) if state else now
+    first_command = state.get("command", command) if state else command
+    calls = list(state.get("calls") or []) if state else []
+    matrix = resume_state.matrix_options(options)
+
+    def save(bench) -> None:
+        resume_state.save(outdir, resume_state.dump(bench, matrix=matrix, command=first_command, created=created,
+                                                    calls=calls))
+
     bench = execute(the_plan, runner, sysinfo, outdir, progress, cell_timeout=options.cell_timeout_s,
-                           extra_args=options.extra_args, time_budget=options.time_budget_s)
+                    extra_args=options.extra_args, time_budget=options.time_budget_s, kept_runs=kept_runs,
+                    kept_probes=kept_probes, on_change=save)
+    calls.append({"created": now, "command": command, "duration_s": round(bench.seconds, 1),
+                  "runs": sum(1 for r in bench.runs if (r.cell.key, r.repeat) not in kept_runs and r.result.seconds)})
+    save(bench)
+    bench.seconds = sum(c["duration_s"] for c in calls)
     opts = {
         "workloads": sorted({c.workload for c in the_plan.cells}),
         "strategies": sorted({c.strategy for c in the_plan.cells}),
@@ -58,8 +84,10 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
         "probe_max_bytes": the_plan.probe_max_bytes,
         "extra_args": list(options.extra_args),
     }
-    rep = report.build_report(bench, hardware_host=smi, options=opts, command=command, created=created,
+    rep = report.build_report(bench, hardware_host=smi, options=opts, command=first_command, created=created,
                               runtime=options.runtime)
+    if len(calls) > 1:
+        rep["resumed"] = calls[1:]
     written = report.write_report(rep, outdir, plots=plots)
     return rep, written
 

@@ -49,6 +49,9 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
              f"- command: `{report['command']}`",
              f"- matrix: {report['plan']['cells']} cells x {report['plan']['repeat']} repeat(s) on "
              f"{', '.join(map(str, report['plan']['gpu_counts']))} {unit}; figures are medians of the repeats",
+             *([f"- resumed (`--resume`): {len(report['resumed'])} more call(s), "
+                + "; ".join(f"{c['created']}, {c['runs']} run(s) in {c['duration_s']:.0f} s" for c in report["resumed"])]
+               if report.get("resumed") else []),
              ""]
     lines += ["## Hardware", ""]
     gpu = (f"{hw['gpu_count']} x {hw['gpu_model']} ({hw['gpu_memory_gb']} GB)" if hw["gpu_count"]

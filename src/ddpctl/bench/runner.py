@@ -134,13 +134,19 @@ def collect_sysinfo(runner: Runner, timeout: float = 180.0) -> dict:
 
 
 def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *,
-            cell_timeout: float, extra_args: tuple[str, ...] = (), time_budget: float | None = None) -> BenchRun:
+            cell_timeout: float, extra_args: tuple[str, ...] = (), time_budget: float | None = None,
+            kept_runs: dict | None = None, kept_probes: dict | None = None, on_change=None) -> BenchRun:
     """Run the probes, then every cell ``plan.repeat`` times (round-robin, so slow drift hits all cells).
 
     With ``time_budget`` (seconds), no run starts once the budget is spent (those runs are recorded as not
     run) and no run is given more than what is left, so the report is always written in time.
+    ``kept_runs`` ((cell key, repeat) -> CellRun) and ``kept_probes`` ((world size, link) -> (data, error)): what
+    an earlier call measured (``--resume``), taken as it is instead of run again. ``on_change(bench)`` is called
+    after every probe and run (ddpctl bench saves its resumable state there).
     """
     bench = BenchRun(sysinfo=sysinfo, plan=plan)
+    kept_runs, kept_probes = kept_runs or {}, kept_probes or {}
+    changed = on_change or (lambda _bench: None)
     start = time.monotonic()
 
     def allowed() -> float | None:
@@ -172,6 +178,14 @@ def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *
                         env=() if local else (SOCKET_ENV if link == "socket" else SOCKET_NCCL_DEFAULTS))
         results, errors = (bench.probes, bench.probe_errors) if local else (bench.socket_probes, bench.socket_probe_errors)
         key = n if local else (n, link)
+        if (n, link) in kept_probes:
+            data, error = kept_probes[(n, link)]
+            if data is not None:
+                results[key] = data
+            else:
+                errors[key] = error
+            progress.done("kept from the earlier call")
+            continue
         limit = allowed()
         if limit is None:
             errors[key] = NOT_RUN
@@ -187,6 +201,7 @@ def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *
             results[key] = data
             progress.done(f"busbw {data['busbw_at_max_gbps']:.2f} GB/s at {_size(data['max_bytes'])}"
                           f"{'' if data.get('correct', True) else ' (WRONG SUMS)'}")
+        changed(bench)
     for rep in range(plan.repeat):
         for cell in plan.cells:
             index += 1
@@ -197,6 +212,10 @@ def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *
                             gpus=cell.gpus if gpu else 0, nodes=cell.nodes,
                             env=SOCKET_ENV if cell.link == "socket" else ())
             slug = cell.key.replace("/", "-")
+            if (cell.key, rep) in kept_runs:
+                bench.runs.append(kept_runs[(cell.key, rep)])
+                progress.done("kept from the earlier call")
+                continue
             limit = allowed()
             if limit is None:
                 bench.runs.append(CellRun(cell, rep, RunResult(-1, "", NOT_RUN, 0.0), None, NOT_RUN))
@@ -217,6 +236,7 @@ def execute(plan: Plan, runner: Runner, sysinfo: dict, outdir: Path, progress, *
                 progress.done(error if error.startswith(SKIPPED) else f"FAILED: {error}")
             else:
                 progress.done(f"{summary['images_per_sec']:,.0f} img/s")
+            changed(bench)
     bench.seconds = time.monotonic() - start
     return bench
 

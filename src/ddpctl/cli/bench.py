@@ -86,7 +86,12 @@ def bench(
         "--train-arg", help="Extra argument for every ddp-train run, repeatable (e.g. --train-arg=--compile).",
         show_default=False)] = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Write no PNG plots.")] = False,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Report directory.")] = Path("bench-report"),
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Report directory (default: "
+                                                   "bench-report).", show_default=False)] = None,
+    resume: Annotated[Optional[Path], typer.Option(
+        "--resume", help="Go on with the report in this directory, cut by --time-budget or a machine's limit: the "
+        "same options as its first call (only --time-budget, --cell-timeout, --python may change); measured runs "
+        "are kept, the rest run.", show_default=False)] = None,
 ) -> None:
     """Run the matrix and write the report (see 'ddpctl bench --help')."""
     if ctx.invoked_subcommand is not None:
@@ -97,6 +102,12 @@ def bench(
     from ddpctl.errors import JobFailed, UsageError
     from ddpctl.spec import parse_size
 
+    if resume is not None and output is not None and output.resolve() != resume.resolve():
+        raise UsageError(f"--resume {resume} and -o {output} name two directories",
+                         "drop -o: a resumed report is written where it is")
+    output = resume if resume is not None else (output or Path("bench-report"))
+    if resume is not None and not resume.is_dir():
+        raise UsageError(f"--resume {resume}: no such directory", "pass the -o directory of an earlier ddpctl bench")
     probe_bytes = None
     if probe_max is not None:
         probe_bytes = parse_size(probe_max, lambda problem: UsageError(f"--probe-max: {problem}",
@@ -115,7 +126,8 @@ def bench(
     deprecated = dict.fromkeys(p for p in parse_list(pipelines, what="pipelines") or () if p in PIPELINE_ALIASES)
     plots = not no_plots and available()
     command = "ddpctl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "ddpctl bench"
-    report, written = run_bench(options, output, command=command, python=python, plots=plots)
+    report, written = run_bench(options, output, command=command, python=python, plots=plots,
+                                resume=resume is not None)
     typer.echo(f"{output / 'report.md'}")
     # a run the --time-budget cut is skipped (listed in the report, exit 0); a crashed or hung one failed (exit 1)
     failed = [r for c in report["cells"] for r in c["runs"] if not r["ok"] and not r.get("skipped")]
@@ -150,3 +162,67 @@ def compare(
     from ddpctl.bench.compare import load_report
 
     typer.echo(do_compare(load_report(a), load_report(b), name_a=str(a), name_b=str(b)), nl=False)
+
+
+@bench_app.command("forecast")
+def forecast_cmd(
+    report_dir: Annotated[Path, typer.Argument(help="A bench report directory (or its report.json).",
+                                               show_default=False)],
+    nodes: Annotated[Optional[str], typer.Option(
+        "--nodes", help="Comma-separated node counts (default 1,2,8,64).", show_default=False)] = None,
+    gpus_per_node: Annotated[Optional[str], typer.Option(
+        "--gpus-per-node", help="Comma-separated GPUs per node (default: the report's largest count and 8).",
+        show_default=False)] = None,
+    links: Annotated[Optional[str], typer.Option(
+        "--links", help="Comma-separated links between nodes: 10gbe, 25gbe, 100gbe, 200gbe, 400gbe, ib-ndr, measured "
+        "(the report's two-node socket link), each optionally K NICs per node, e.g. 8x400gbe (default: 10gbe, "
+        "25gbe, 100gbe, 400gbe, ib-ndr, and measured where the report has a socket probe).", show_default=False)] = None,
+    workloads: Annotated[Optional[str], typer.Option(
+        "--workloads", "-w", help="Comma-separated workloads of the report (default: all).", show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The forecast as JSON (report.json's 'forecast').")] = False,
+) -> None:
+    """The scaling forecast of a report, for the nodes, GPUs per node and links you name (markdown on stdout).
+
+    Example: ddpctl bench forecast docs/benchmarks/2026-11-26-h100x4-bench --nodes 8,64 --gpus-per-node 8
+    --links 25gbe,400gbe
+    """
+    import json
+
+    from ddpctl.bench.compare import load_report
+    from ddpctl.bench.forecast import forecast
+    from ddpctl.bench.markdown import render_forecast
+    from ddpctl.bench.plan import parse_list
+    from ddpctl.errors import UsageError
+
+    path = report_dir / "report.json" if report_dir.is_dir() else report_dir
+    report = load_report(path)
+
+    def counts(text: str | None, flag: str) -> tuple[int, ...] | None:
+        items = parse_list(text, what=flag.lstrip("-"))
+        if items is None:
+            return None
+        try:
+            values = tuple(int(x) for x in items)
+        except ValueError:
+            values = ()
+        if not values or min(values) < 1:
+            raise UsageError(f"{flag} must be comma-separated positive integers, got {text!r}", f"pass e.g. {flag} 8,64")
+        return values
+
+    chosen = parse_list(workloads, what="workloads")
+    known = list(dict.fromkeys(c["workload"] for c in report["cells"]))
+    for w in chosen or ():
+        if w not in known:
+            raise UsageError(f"workload {w!r} is not in {path}", f"use one of: {', '.join(known)}")
+    try:
+        fc = forecast(report, nodes=counts(nodes, "--nodes"), gpus_per_node=counts(gpus_per_node, "--gpus-per-node"),
+                      links=parse_list(links, what="links"), workloads=chosen)
+    except ValueError as exc:
+        raise UsageError(f"--links: {exc}", "pass e.g. --links 25gbe,400gbe") from None
+    if as_json:
+        typer.echo(json.dumps(fc, indent=2))
+        return
+    hw = report["hardware"]
+    machine = f"{hw.get('gpu_count')} x {hw.get('gpu_model')}" if hw.get("gpu_count") else "CPU processes"
+    typer.echo(f"# Scaling forecast from {path} ({machine}, {report['created']})\n")
+    typer.echo("\n".join(render_forecast(fc, "GPUs" if report["plan"]["device"] == "cuda" else "procs")).rstrip("\n"))

@@ -1,0 +1,125 @@
+"""``ddpctl bench --resume DIR``: a matrix cut by ``--time-budget`` (or by a machine's limit on one call) goes on
+where it stopped, into the same report.
+
+Every ``ddpctl bench`` keeps ``DIR/bench-state.json`` up to date after each run: the matrix's options, the
+system info, every probe and every run (its exit code, wall time, error and ddp-train's summary line). A resumed
+call checks that its options are the report's (only ``--time-budget``, ``--cell-timeout`` and ``--python`` may
+differ) and that the host has the same GPUs, keeps every probe and run that was measured (a failed run
+included: it is a result), and runs only those the budget skipped or that never started.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ddpctl.bench.programs import RunResult
+from ddpctl.bench.runner import SKIPPED, BenchRun, CellRun
+from ddpctl.errors import UsageError
+
+STATE_FILE = "bench-state.json"
+STATE_FORMAT = 1
+# the options that make the matrix (BenchOptions field -> its flag); the others may change between calls
+MATRIX_FLAGS = {"workloads": "--workloads", "strategies": "--strategies", "gpus": "--gpus", "pipelines": "--pipelines",
+                "warmup": "--warmup", "steps": "--steps", "repeat": "--repeat", "batch_size": "--batch-size",
+                "runtime": "--runtime", "probe": "--no-probe", "probe_max_bytes": "--probe-max",
+                "extra_args": "--train-arg", "image": "--image", "links": "--links"}
+
+
+def matrix_options(options) -> dict:
+    """The options of a :class:`~ddpctl.bench.plan.BenchOptions` that define the matrix, as JSON values."""
+    out = {}
+    for name in MATRIX_FLAGS:
+        value = getattr(options, name)
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def load(outdir: Path) -> dict:
+    """The state of an earlier call in ``outdir`` (UsageError when there is none to resume)."""
+    path = outdir / STATE_FILE
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--resume {outdir}: no {STATE_FILE} there (no ddpctl bench wrote this report)",
+                         "pass the -o directory of an earlier ddpctl bench, or drop --resume to start afresh") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--resume {outdir}: cannot read {STATE_FILE} ({exc.__class__.__name__})",
+                         "drop --resume to start the matrix afresh in another directory") from None
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or not isinstance(state.get("runs"), list):
+        raise UsageError(f"--resume {outdir}: {STATE_FILE} is not a state this ddpctl writes",
+                         "drop --resume to start the matrix afresh in another directory")
+    return state
+
+
+def check_options(state: dict, options, outdir: Path) -> None:
+    """The same matrix as the earlier call, or a one-line UsageError naming the first option that differs."""
+    mine = matrix_options(options)
+    theirs = state.get("matrix") or {}
+    for name, flag in MATRIX_FLAGS.items():
+        if mine.get(name) != theirs.get(name):
+            raise UsageError(f"--resume {outdir}: {flag} differs from the earlier call's ({_show(theirs.get(name))} "
+                             f"there, {_show(mine.get(name))} here)",
+                             f"repeat the earlier command line (`{state.get('command', 'ddpctl bench')}`) with --resume; "
+                             "only --time-budget, --cell-timeout and --python may change")
+
+
+def _show(value) -> str:
+    if value is None:
+        return "the default"
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "none"
+    return str(value)
+
+
+def check_host(state: dict, sysinfo: dict, outdir: Path) -> None:
+    """The same GPU model and count as the earlier call: a report measures one machine."""
+    def what(info: dict) -> str:
+        gpus = info.get("gpus") or []
+        return f"{info.get('gpu_count', 0)} x {gpus[0]['name'] if gpus else 'CPU'}"
+
+    before = state.get("sysinfo") or {}
+    if what(before) != what(sysinfo):
+        raise UsageError(f"--resume {outdir}: the report was measured on {what(before)}, this host has {what(sysinfo)}",
+                         "resume on the same kind of machine, or start a new report in another directory")
+
+
+def kept(state: dict, plan) -> tuple[dict, dict]:
+    """The runs ((cell key, repeat) -> CellRun) and probes ((world size, link) -> (data, error)) of ``state`` to
+    keep: every one that ran (the budget's skips are run again)."""
+    cells = {c.key: c for c in plan.cells}
+    runs = {}
+    for r in state["runs"]:
+        cell = cells.get(r.get("key"))
+        if cell is None or _skipped(r.get("error")):
+            continue
+        result = RunResult(int(r.get("returncode", -1)), "", "", float(r.get("seconds", 0.0)))
+        runs[(cell.key, int(r["repeat"]))] = CellRun(cell, int(r["repeat"]), result, r.get("summary"), r.get("error"))
+    probes = {}
+    for p in state.get("probes") or []:
+        if p.get("data") is not None or not _skipped(p.get("error")):
+            probes[(int(p["world_size"]), p["link"])] = (p.get("data"), p.get("error"))
+    return runs, probes
+
+
+def _skipped(error) -> bool:
+    return isinstance(error, str) and error.startswith(SKIPPED)
+
+
+def dump(bench: BenchRun, *, matrix: dict, command: str, created: str, calls: list[dict]) -> str:
+    """``bench-state.json``'s text for what ``bench`` holds now."""
+    probes = [{"world_size": n, "link": "local", "data": bench.probes.get(n), "error": bench.probe_errors.get(n)}
+              for n in sorted(set(bench.probes) | set(bench.probe_errors))]
+    probes += [{"world_size": n, "link": link, "data": bench.socket_probes.get((n, link)),
+                "error": bench.socket_probe_errors.get((n, link))}
+               for n, link in sorted(set(bench.socket_probes) | set(bench.socket_probe_errors))]
+    runs = [{"key": r.cell.key, "repeat": r.repeat, "returncode": r.result.returncode,
+             "seconds": round(r.result.seconds, 3), "summary": r.summary, "error": r.error} for r in bench.runs]
+    return json.dumps({"format": STATE_FORMAT, "matrix": matrix, "command": command, "created": created,
+                       "calls": calls, "sysinfo": bench.sysinfo, "probes": probes, "runs": runs}, indent=1) + "\n"
+
+
+def save(outdir: Path, text: str) -> None:
+    from ddpctl.outfiles import write_files
+
+    write_files({outdir / STATE_FILE: text})
