@@ -197,3 +197,16 @@ def test_host_runner_two_node_emulation():
                                       "29500", "-m", "ddp_train", "--a"]
     assert [ex.environ(two, i)["CUDA_VISIBLE_DEVICES"] for i in (0, 1)] == ["0,1", "2,3"]
     assert ex.environ(two, 0)["NCCL_NET"] == "Socket"
+
+
+def test_socket_link_leaves_the_classic_program_on_the_local_link():
+    """The classic (seed-style) program is paced by its CPU input pipeline: its ddp cells stay on the host's own
+    link, also under --links socket alone; ddp-train's pipelines get their two-node cells."""
+    p = plan(BenchOptions(workloads=("cifar10-resnet18",), pipelines=("device", "classic"), strategies=("single", "ddp"),
+                          links=("local", "socket")), 4)
+    assert [c.key for c in p.cells if c.link == "socket"] == ["cifar10-resnet18/device/ddp/2/socket",
+                                                              "cifar10-resnet18/device/ddp/4/socket"]
+    assert "cifar10-resnet18/classic/ddp/4" in {c.key for c in p.cells}
+    only = plan(BenchOptions(workloads=("cifar10-resnet18",), pipelines=("classic",), strategies=("ddp",),
+                             gpus=(2,), links=("socket",)), 4)
+    assert [c.key for c in only.cells] == ["cifar10-resnet18/classic/ddp/2"]

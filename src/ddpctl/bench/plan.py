@@ -10,7 +10,8 @@ times for ``warmup`` + ``steps`` training steps. The rules:
 - the ``classic`` pipeline is the seeds' way of training, kept as the reference every report compares with:
   a torchvision model, PIL per-sample transforms in DataLoader workers, fp32, eager steps; it runs as
   ``single`` and ``ddp`` (the seeds used DDP), never as ``dp``;
-- ``--links socket`` adds the network-bound regime: every ``ddp`` cell on an even count >= 2 runs again as a
+- ``--links socket`` adds the network-bound regime: every ``ddp`` cell of ddp-train's own pipelines (not
+  ``classic``, whose CPU input pipeline sets its pace) on an even count >= 2 runs again as a
   two-node emulation on this host (two torchrun agents of N/2 GPUs each, a TCP rendezvous on 127.0.0.1, NCCL
   forced onto its socket transport over loopback), what multi-node users on Ethernet meet;
 - cells run workload by workload, then the socket cells, ``dp`` cells last (a ``--time-budget`` that runs out
@@ -197,9 +198,10 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
                         continue
                     if strat == "ddp" and n < 2 and counts != (1,):
                         continue
-                    if "local" in links or strat != "ddp" or n < 2:  # the 1-GPU baselines always run
+                    if "local" in links or strat != "ddp" or n < 2 or pipe == "classic":  # 1-GPU baselines always run
                         cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps))
-                    if strat == "ddp" and "socket" in links and n >= 2 and n % 2 == 0:
+                    # the classic program's pace is its CPU input pipeline's: over sockets it would measure that
+                    if strat == "ddp" and "socket" in links and n >= 2 and n % 2 == 0 and pipe != "classic":
                         cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps, link="socket"))
     if "socket" in links and not any(c.link == "socket" for c in cells):
         skipped.append("socket: no ddp cell on an even GPU count >= 2 to run as two nodes")
