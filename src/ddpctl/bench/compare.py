@@ -62,7 +62,7 @@ def upgrade(report: dict) -> dict:
     if isinstance(out.get("forecast"), dict):
         fc = dict(out["forecast"])
         fc["workloads"] = [{**keys(w, "baseline_key"), **{f: [key(k) for k in w.get(f, [])]
-                                                          for f in ("overhead_from", "window_from") if f in w}}
+                                                          for f in ("overhead_from", "overlap_from") if f in w}}
                            for w in fc.get("workloads") or []]
         fc["validation"] = [{**keys(v, "key"), **({"fitted_from": [key(k) for k in v["fitted_from"]]}
                                                   if "fitted_from" in v else {})} for v in fc.get("validation") or []]

@@ -16,10 +16,10 @@ The model, per workload (ddp-train's device pipeline, its default communication 
   backward (slow link, buckets sized from the link);
 - **the step**: ``t_step = t_1 + o + exposed``: ``t_1`` the 1-GPU step (no communication), ``o`` the per-step
   cost of running distributed beyond the all-reduce (fitted from the measured flat cells), ``exposed`` the
-  all-reduce time not hidden behind the backward: all of it with the flat reducer; ``max(0, t_comm - h x t_1)``
-  with buckets, where ``h``, the overlap window as a share of the 1-GPU step, is fitted from the measured
-  bucketed cells;
-- **validation**: every measured multi-GPU DDP cell of the device pipeline, forecast with ``o`` and ``h``
+  all-reduce time not hidden behind the backward: all of it with the flat reducer; ``t_comm - min(f x t_comm,
+  t_1)`` with buckets, where ``f``, the overlap fraction (the share of the all-reduce that runs while the
+  backward computes), is fitted from the measured bucketed cells, and no more than the step's compute hides;
+- **validation**: every measured multi-GPU DDP cell of the device pipeline, forecast with ``o`` and ``f``
   fitted from the other cells only (its own step time unused), beside the measurement.
 """
 
@@ -190,21 +190,25 @@ class StepFit:
     """The two fitted terms of the step model and the cells they came from."""
 
     overhead_s: float  # o
-    window: float  # h: the overlap window, a share of the 1-GPU step
+    overlap: float  # f: the share of a bucketed all-reduce that runs during the backward
     overhead_from: tuple[str, ...]
-    window_from: tuple[str, ...]
+    overlap_from: tuple[str, ...]
+
+
+def hidden_time(t_1: float, t_comm: float, plan: CommPlan, fit: StepFit) -> float:
+    """Seconds of the all-reduce hidden behind the backward: ``min(f x t_comm, t_1)`` with buckets, none flat."""
+    return min(fit.overlap * t_comm, t_1) if plan.overlaps else 0.0
 
 
 def step_time(t_1: float, t_comm: float, plan: CommPlan, fit: StepFit) -> float:
-    exposed = max(0.0, t_comm - fit.window * t_1) if plan.overlaps else t_comm
-    return t_1 + fit.overhead_s + exposed
+    return t_1 + fit.overhead_s + t_comm - hidden_time(t_1, t_comm, plan, fit)
 
 
 def fit_step(points: list[dict], *, workload: str) -> StepFit:
-    """``o`` and ``h`` from measured cells (dicts with workload, key, t_1, t_step, t_comm, overlaps): ``o`` the
+    """``o`` and ``f`` from measured cells (dicts with workload, key, t_1, t_step, t_comm, overlaps): ``o`` the
     median of ``t_step - t_1 - t_comm`` over the flat cells of the workload (of every workload when it has
-    none; 0 when no flat cell ran); ``h`` the median of ``(t_comm - (t_step - t_1 - o)) / t_1`` over its
-    overlapping cells (likewise), between 0 and 1."""
+    none; 0 when no flat cell ran); ``f`` the median of ``(t_comm - (t_step - t_1 - o)) / t_comm`` over its
+    overlapping cells (likewise; 0, no overlap, when none ran), between 0 and 1."""
     def pick(overlapping: bool) -> list[dict]:
         mine = [p for p in points if p["overlaps"] == overlapping and p["workload"] == workload]
         return mine or [p for p in points if p["overlaps"] == overlapping]
@@ -213,8 +217,8 @@ def fit_step(points: list[dict], *, workload: str) -> StepFit:
     o = eff.median([p["t_step"] - p["t_1"] - p["t_comm"] for p in flat]) if flat else 0.0
     o = max(0.0, o)
     over = pick(True)
-    h = eff.median([(p["t_comm"] - (p["t_step"] - p["t_1"] - o)) / p["t_1"] for p in over]) if over else 0.0
-    return StepFit(o, min(1.0, max(0.0, h)), tuple(p["key"] for p in flat), tuple(p["key"] for p in over))
+    f = eff.median([(p["t_comm"] - (p["t_step"] - p["t_1"] - o)) / p["t_comm"] for p in over]) if over else 0.0
+    return StepFit(o, min(1.0, max(0.0, f)), tuple(p["key"] for p in flat), tuple(p["key"] for p in over))
 
 
 # ------------------------------------------------------------------------------------ from a report
@@ -349,7 +353,7 @@ def _plan_dict(plan: CommPlan) -> dict:
 
 
 def validate_cells(report: dict) -> list[dict]:
-    """For each measured multi-GPU cell: the forecast made without it (its step time unused: ``o`` and ``h``
+    """For each measured multi-GPU cell: the forecast made without it (its step time unused: ``o`` and ``f``
     fitted from the other cells) beside the measurement; cells outside the model say why."""
     points, outside = _points(report)
     out = []
@@ -361,7 +365,7 @@ def validate_cells(report: dict) -> list[dict]:
         measured = p["efficiency"]
         out.append({"key": p["key"], "modelled": True, "gpus": p["gpus"], "link": p["link"],
                     "plan": _plan_dict(p["plan"]), "t_comm_s": p["t_comm"], "overhead_s": fit.overhead_s,
-                    "overlap_window": fit.window, "fitted_from": sorted(set(fit.overhead_from + fit.window_from)),
+                    "overlap": fit.overlap, "fitted_from": sorted(set(fit.overhead_from + fit.overlap_from)),
                     "forecast_efficiency": forecast_eff, "measured_efficiency": measured,
                     "forecast_images_per_sec": p["gpus"] * p["batch"] / t, "measured_images_per_sec": p["ips"],
                     "error_points": None if measured is None else 100 * (forecast_eff - measured)})
@@ -396,8 +400,8 @@ def forecast(report: dict, *, nodes: tuple[int, ...] | None = None, gpus_per_nod
         fit = fit_step(points, workload=w)
         t_1, batch = base["step_time_s"], base["batch_size_per_gpu"]
         out_workloads.append({"workload": w, "baseline_key": base["key"], "t_1_s": t_1, "params": int(params),
-                              "batch_size_per_gpu": batch, "overhead_s": fit.overhead_s, "overlap_window": fit.window,
-                              "overhead_from": list(fit.overhead_from), "window_from": list(fit.window_from)})
+                              "batch_size_per_gpu": batch, "overhead_s": fit.overhead_s, "overlap": fit.overlap,
+                              "overhead_from": list(fit.overhead_from), "overlap_from": list(fit.overlap_from)})
         for link in chosen:
             net = Network(local, link)
             for n in node_counts:
@@ -409,7 +413,7 @@ def forecast(report: dict, *, nodes: tuple[int, ...] | None = None, gpus_per_nod
                     t_comm = comm_time(int(params), plan, lambda b, n=n, g=g, net=net: net.allreduce(b, n, g)) \
                         if n * g > 1 else 0.0
                     t = step_time(t_1, t_comm, plan, fit) if n * g > 1 else t_1
-                    hidden = min(t_comm, fit.window * t_1) if plan.overlaps and t_comm else 0.0
+                    hidden = hidden_time(t_1, t_comm, plan, fit)
                     rows.append({"workload": w, "link": link.name if n > 1 else "none", "nodes": n, "gpus_per_node": g,
                                  "gpus": n * g, "startup_busbw_gbps": gbps, "plan": _plan_dict(plan),
                                  "t_comm_s": t_comm, "hidden_fraction": hidden / t_comm if t_comm else 0.0,

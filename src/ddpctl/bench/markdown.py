@@ -201,10 +201,10 @@ def render_forecast(fc: dict, unit: str = "GPUs") -> list[str]:
              "hidden behind the backward; the all-reduce is hierarchical (the in-node probe's latency + bandwidth "
              "fit, then the link between nodes), with the communication plan ddp-train's `auto` picks for that "
              "link (fp32 flat, or bf16 in buckets during the backward).", ""]
-    lines += _table(["workload", "t_1 ms (1 GPU)", "o ms (distributed overhead)", "h (overlap window / t_1)",
+    lines += _table(["workload", "t_1 ms (1 GPU)", "o ms (distributed overhead)", "f (overlap fraction, buckets)",
                      "fitted from"], [
-        [w["workload"], f"{w['t_1_s'] * 1e3:.2f}", f"{w['overhead_s'] * 1e3:.3f}", f"{w['overlap_window']:.2f}",
-         ", ".join(dict.fromkeys(w["overhead_from"] + w["window_from"])) or "no multi-GPU cell (o = h = 0)"]
+        [w["workload"], f"{w['t_1_s'] * 1e3:.2f}", f"{w['overhead_s'] * 1e3:.3f}", f"{w['overlap']:.2f}",
+         ", ".join(dict.fromkeys(w["overhead_from"] + w["overlap_from"])) or "no multi-GPU cell (o = f = 0)"]
         for w in fc["workloads"]])
     lines += ["", "Links between nodes: " + "; ".join(f"`{x['name']}` {x['description']}" for x in fc["links"]) + ".",
               ""]
@@ -219,11 +219,11 @@ def render_forecast(fc: dict, unit: str = "GPUs") -> list[str]:
         modelled = [v for v in val if v["modelled"]]
         if modelled:
             lines += _table(["cell", "plan", "t_comm ms", "forecast eff.", "measured eff.", "error (points)",
-                             "forecast img/s", "measured img/s", "o, h from"], [
+                             "forecast img/s", "measured img/s", "o, f from"], [
                 [f"`{v['key']}`", _plan(v["plan"]), f"{v['t_comm_s'] * 1e3:.3f}", _pct(v["forecast_efficiency"]),
                  _pct(v["measured_efficiency"]), _f(v["error_points"], "+.1f"),
                  f"{v['forecast_images_per_sec']:,.0f}", _f(v["measured_images_per_sec"], ",.0f"),
-                 ", ".join(v["fitted_from"]) or "none (o = h = 0)"] for v in modelled])
+                 ", ".join(v["fitted_from"]) or "none (o = f = 0)"] for v in modelled])
             if fc.get("max_error_points") is not None:
                 lines += ["", f"Largest miss: **{fc['max_error_points']:.1f} points** of scaling efficiency."]
         lines += [f"- `{v['key']}`: not modelled ({v['reason']})" for v in val if not v["modelled"]]
@@ -244,10 +244,14 @@ def render_forecast(fc: dict, unit: str = "GPUs") -> list[str]:
         for link in links:
             table.append([f"`{link}`"] + [cell(by.get((link, n, g))) if n > 1 else "" for n, g in configs])
         lines += _table(["link"] + [f"{n} x {g}" for n, g in configs], table)
-        plans = list(dict.fromkeys((r["link"], _plan(r["plan"])) for r in rows if r["nodes"] > 1))
-        if plans:
-            lines += ["", "Communication plan (`auto`): " + "; ".join(
-                f"`{link}` " + "/".join(p for lk, p in plans if lk == link) for link in links) + "."]
+        if links:
+            said = []
+            for link in links:
+                mine = {(r["nodes"], r["gpus_per_node"]): _plan(r["plan"]) for r in rows if r["link"] == link}
+                kinds = list(dict.fromkeys(mine.values()))
+                said.append(f"`{link}` " + (kinds[0] if len(kinds) == 1 else ", ".join(
+                    f"{p} ({' '.join(f'{n}x{g}' for (n, g), q in mine.items() if q == p)})" for p in kinds)))
+            lines += ["", "Communication plan (`auto`): " + "; ".join(said) + "."]
         lines += [""]
     lines += [f"- {n}" for n in fc.get("notes") or []]
     return lines + ([""] if fc.get("notes") else [])

@@ -180,6 +180,9 @@ def forecast_cmd(
     workloads: Annotated[Optional[str], typer.Option(
         "--workloads", "-w", help="Comma-separated workloads of the report (default: all).", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="The forecast as JSON (report.json's 'forecast').")] = False,
+    write: Annotated[bool, typer.Option("--write", help="Also put this forecast into the report: report.json's "
+                                        "'forecast', report.md and the plots rewritten, the measurements "
+                                        "untouched.")] = False,
 ) -> None:
     """The scaling forecast of a report, for the nodes, GPUs per node and links you name (markdown on stdout).
 
@@ -219,6 +222,11 @@ def forecast_cmd(
                       links=parse_list(links, what="links"), workloads=chosen)
     except ValueError as exc:
         raise UsageError(f"--links: {exc}", "pass e.g. --links 25gbe,400gbe") from None
+    if write:
+        from ddpctl.bench.plots import available
+        from ddpctl.bench.report import write_report
+
+        write_report({**report, "forecast": fc}, path.parent, plots=available())
     if as_json:
         typer.echo(json.dumps(fc, indent=2))
         return
