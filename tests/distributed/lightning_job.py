@@ -5,9 +5,10 @@ import sys
 
 import lightning as L
 import torch
-from ddp_train.lightning_progress import ProgressCallback
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+
+from ddp_train.lightning_progress import ProgressCallback
 
 
 class Tiny(L.LightningModule):
