@@ -70,3 +70,48 @@ def test_compare_bad_files(capsys, tmp_path, content, needle):
         a.write_text(content)
     code, out, err = run(capsys, "bench", "compare", str(a), str(a))
     assert code == 2 and needle in err and err.count("\n") == 1 and out == ""
+
+
+COMMITTED = "docs/benchmarks/2026-11-28-h100x4-forecast"
+
+
+def test_forecast_of_a_committed_report(capsys, monkeypatch):
+    """The worked example of docs/bench.md: ResNet-50, 8 and 64 nodes x 8 GPUs over 25 and 400 GbE."""
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    code, out, err = run(capsys, "bench", "forecast", COMMITTED, "--nodes", "8,64", "--gpus-per-node", "8",
+                         "--links", "25gbe,400gbe", "--workloads", "imagenet-synthetic-resnet50")
+    assert code in (0, None) and err == ""
+    assert out.startswith(f"# Scaling forecast from {COMMITTED}/report.json (4 x NVIDIA H100 80GB HBM3")
+    assert "### imagenet-synthetic-resnet50: forecast scaling efficiency (img/s)" in out
+    assert "| link | 8 x 8 | 64 x 8 |" in out and "| `25gbe` |" in out and "| `400gbe` |" in out
+    assert "cifar10-resnet18: forecast" not in out
+    code, out, _ = run(capsys, "bench", "forecast", COMMITTED, "--json", "--nodes", "2", "--gpus-per-node", "4",
+                       "--links", "measured")
+    rows = json.loads(out)["rows"]
+    assert {(r["nodes"], r["gpus_per_node"], r["link"]) for r in rows} == {(2, 4, "measured")}
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--links", "3gbe"], "unknown link '3gbe'"),
+    (["--nodes", "0"], "--nodes must be comma-separated positive integers"),
+    (["--gpus-per-node", "eight"], "--gpus-per-node must be comma-separated positive integers"),
+    (["--workloads", "bert"], "workload 'bert' is not in"),
+])
+def test_forecast_bad_input_is_one_line_exit_2(capsys, monkeypatch, argv, needle):
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    code, out, err = run(capsys, "bench", "forecast", COMMITTED, *argv)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and needle in err and out == ""
+
+
+def test_resume_bad_input_is_one_line_exit_2(capsys, tmp_path):
+    code, _, err = run(capsys, "bench", "--resume", str(tmp_path / "nothing"))
+    assert code == 2 and err.count("\n") == 1 and "no such directory" in err
+    code, _, err = run(capsys, "bench", "--resume", str(tmp_path), "-o", str(tmp_path / "other"))
+    assert code == 2 and err.count("\n") == 1 and "name two directories" in err
+    code, _, err = run(capsys, "bench", "--resume", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1 and "no bench-state.json there" in err
+    assert list(tmp_path.iterdir()) == []

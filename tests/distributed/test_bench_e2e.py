@@ -64,7 +64,8 @@ def test_report_json_matches_schema(report_dir):
     for row in probe["results"]:  # 2 ranks: busbw = algbw x 2(2-1)/2
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])
     assert rep["hardware"]["gpu_count"] == 0 and rep["hardware"]["torch"]
-    assert sorted(rep["plots"]) == ["efficiency_vs_gpus.png", "strategies.png", "throughput_vs_gpus.png"]
+    assert sorted(rep["plots"]) == ["efficiency_vs_gpus.png", "forecast.png", "strategies.png",
+                                    "throughput_vs_gpus.png"]
 
 
 def test_report_md_tables(report_dir):
@@ -83,7 +84,7 @@ def test_report_md_tables(report_dir):
 
 
 def test_pngs_are_images_of_the_expected_size(report_dir):
-    for name in ("throughput_vs_gpus.png", "efficiency_vs_gpus.png", "strategies.png"):
+    for name in ("throughput_vs_gpus.png", "efficiency_vs_gpus.png", "strategies.png", "forecast.png"):
         assert png_size(report_dir / name) == SIZE_PX
 
 

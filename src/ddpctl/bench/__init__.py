@@ -20,6 +20,7 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     ``resume``: ``outdir`` holds an earlier call's report of the same options; keep what it measured and run
     the rest (:mod:`ddpctl.bench.resume`)."""
     import datetime
+    import time
 
     from ddpctl import host_gpus as host
     from ddpctl.bench import report
@@ -28,7 +29,7 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     from ddpctl.bench.plan import validate
     from ddpctl.bench.programs import HostRunner
     from ddpctl.bench.progress import BenchProgress
-    from ddpctl.bench.runner import collect_sysinfo, execute
+    from ddpctl.bench.runner import SKIPPED, collect_sysinfo, execute
 
     validate(options)  # names and ranges, before anything runs (GPU counts are checked once known)
     state = None
@@ -58,18 +59,22 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     # the report's first call gives its date and command; each resumed call is listed after it
     created = state.get("created", now) if state else now
     first_command = state.get("command", command) if state else command
-    calls = list(state.get("calls") or []) if state else []
+    this_call = {"created": now, "command": command, "duration_s": 0.0, "runs": 0}
+    calls = [*(state.get("calls") or []), this_call] if state else [this_call]
     matrix = resume_state.matrix_options(options)
+    started = time.monotonic()
 
     def save(bench) -> None:
+        """After every probe and run: a call stopped from outside leaves what it measured for --resume."""
+        this_call["duration_s"] = round(time.monotonic() - started, 1)
+        this_call["runs"] = sum(1 for r in bench.runs if (r.cell.key, r.repeat) not in kept_runs
+                                and not (r.error or "").startswith(SKIPPED))
         resume_state.save(outdir, resume_state.dump(bench, matrix=matrix, command=first_command, created=created,
                                                     calls=calls))
 
     bench = execute(the_plan, runner, sysinfo, outdir, progress, cell_timeout=options.cell_timeout_s,
                     extra_args=options.extra_args, time_budget=options.time_budget_s, kept_runs=kept_runs,
                     kept_probes=kept_probes, on_change=save)
-    calls.append({"created": now, "command": command, "duration_s": round(bench.seconds, 1),
-                  "runs": sum(1 for r in bench.runs if (r.cell.key, r.repeat) not in kept_runs and r.result.seconds)})
     save(bench)
     bench.seconds = sum(c["duration_s"] for c in calls)
     opts = {

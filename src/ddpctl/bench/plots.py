@@ -154,12 +154,13 @@ def make_plots(report: dict, outdir: Path) -> list[str]:
             for link in dict.fromkeys(r["link"] for r in rows if r["nodes"] > 1):
                 pts = ([(one["gpus"], one["scaling_efficiency"])] if one else []) + [
                     (r["gpus"], r["scaling_efficiency"]) for r in rows if r["link"] == link and r["gpus_per_node"] == g]
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=link)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".",
+                        label="measured link (sockets)" if link == "measured" else link)
             val = [v for v in fc.get("validation") or [] if v["modelled"] and v["key"].startswith(w + "/")
                    and v["measured_efficiency"] is not None]
             if val:
                 ax.scatter([v["gpus"] for v in val], [v["measured_efficiency"] for v in val], color="black", marker="o",
-                           zorder=3, label="measured")
+                           zorder=3, label="cells as measured")
                 ax.scatter([v["gpus"] for v in val], [v["forecast_efficiency"] for v in val], facecolors="none",
                            edgecolors="red", marker="s", zorder=3, label="forecast without it")
             ax.set_xscale("log", base=2)

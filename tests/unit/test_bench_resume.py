@@ -1,0 +1,103 @@
+"""``ddpctl bench --resume DIR``: the state kept after every run, what a resumed call keeps and runs, and the
+checks of its options and host. The programs are scripted here (their JSON lines as ddp-train prints them);
+tests/distributed/test_bench_e2e.py resumes a matrix of real programs."""
+
+import json
+
+import pytest
+
+from ddpctl.bench import BenchOptions, run_bench
+from ddpctl.bench.programs import Runner, RunResult
+from ddpctl.bench.resume import STATE_FILE
+from ddpctl.errors import UsageError
+
+OPTIONS = BenchOptions(workloads=("toy",), gpus=(1, 2), repeat=2, steps=3, warmup=1)
+
+
+class Interrupted(Exception):
+    """The machine's limit on one call: the process is gone mid-matrix."""
+
+
+class Scripted(Runner):
+    """Answers each program with the JSON line the real one prints; stops after ``stop_after`` training runs."""
+
+    runtime = "scripted"
+
+    def __init__(self, gpus: int = 0, stop_after: int | None = None) -> None:
+        self.gpus, self.stop_after, self.ran = gpus, stop_after, []
+
+    def run(self, launch, *, timeout, log=None, tick=None) -> RunResult:
+        if launch.module.endswith("sysinfo"):
+            line = {"event": "sysinfo", "gpu_count": self.gpus, "torch": "2.11.0",
+                    "gpus": [{"index": 0, "name": "GPU", "memory_gb": 80}] * self.gpus}
+        elif launch.module.endswith("allreduce_probe"):
+            self.ran.append(launch.name)
+            line = {"event": "allreduce_probe", "correct": True, "backend": "gloo", "dtype": "float32",
+                    "results": [{"bytes": 1 << 20, "iters": 20, "time_us": 1000.0, "algbw_gbps": 1.05,
+                                 "busbw_gbps": 1.05}], "peak_busbw_gbps": 1.05, "max_bytes": 1 << 20,
+                    "busbw_at_max_gbps": 1.05}
+        else:
+            if self.stop_after is not None and len([r for r in self.ran if "probe" not in r]) >= self.stop_after:
+                raise Interrupted
+            self.ran.append(launch.name)
+            ranks = launch.nprocs
+            line = {"event": "summary", "images_per_sec": 100.0 * ranks, "step_time_s": 0.32, "global_batch": 32 * ranks,
+                    "params": 1000, "step_mode": "eager", "sync_check": "pass"}
+        return RunResult(0, json.dumps(line) + "\n", "", 1.0)
+
+
+def test_a_matrix_stopped_mid_way_goes_on_where_it_stopped(tmp_path):
+    """Killed after 2 of 4 training runs: the state holds the probe and those 2; the resumed call runs the other
+    2 only, and the report has all 4 with both calls listed."""
+    out = tmp_path / "r"
+    first = Scripted(stop_after=2)
+    with pytest.raises(Interrupted):
+        run_bench(OPTIONS, out, runner=first, command="ddpctl bench -o r", plots=False)
+    state = json.loads((out / STATE_FILE).read_text())
+    assert [(r["key"], r["repeat"]) for r in state["runs"]] == [("toy/device/single/1", 0), ("toy/device/ddp/2", 0)]
+    assert [p["world_size"] for p in state["probes"]] == [2]
+
+    second = Scripted()
+    rep, _ = run_bench(OPTIONS, out, runner=second, command="ddpctl bench --resume r", plots=False, resume=True)
+    assert second.ran == ["toy/device/single/1", "toy/device/ddp/2"]  # repeat 2 of each, nothing measured again
+    assert [len([r for r in c["runs"] if r["ok"]]) for c in rep["cells"]] == [2, 2]
+    assert rep["command"] == "ddpctl bench -o r" and [c["command"] for c in rep["resumed"]] == ["ddpctl bench --resume r"]
+    assert rep["resumed"][0]["runs"] == 2 and rep["forecast"]["validation"][0]["key"] == "toy/device/ddp/2"
+    md = (out / "report.md").read_text()
+    assert "- resumed (`--resume`): 1 more call(s)" in md
+
+
+def test_a_finished_matrix_resumed_runs_nothing(tmp_path):
+    out = tmp_path / "r"
+    run_bench(OPTIONS, out, runner=Scripted(), plots=False)
+    again = Scripted()
+    rep, _ = run_bench(OPTIONS, out, runner=again, plots=False, resume=True)
+    assert again.ran == [] and all(r["ok"] for c in rep["cells"] for r in c["runs"])
+
+
+def test_the_budgets_skips_run_again_failures_are_kept(tmp_path):
+    out = tmp_path / "r"
+    run_bench(OPTIONS, out, runner=Scripted(), plots=False)
+    state = json.loads((out / STATE_FILE).read_text())
+    state["runs"][1]["error"] = "skipped: the --time-budget was spent before it started"
+    state["runs"][2]["error"], state["runs"][2]["returncode"] = "exit 1: boom", 1
+    (out / STATE_FILE).write_text(json.dumps(state))
+    again = Scripted()
+    rep, _ = run_bench(OPTIONS, out, runner=again, plots=False, resume=True)
+    assert again.ran == [state["runs"][1]["key"]]
+    assert [r["error"] for c in rep["cells"] for r in c["runs"] if r["error"]] == ["exit 1: boom"]
+
+
+def test_other_options_or_another_host_are_refused(tmp_path):
+    out = tmp_path / "r"
+    run_bench(OPTIONS, out, runner=Scripted(), plots=False)
+    with pytest.raises(UsageError, match=r"--repeat differs from the earlier call's \(2 there, 3 here\)"):
+        run_bench(BenchOptions(workloads=("toy",), gpus=(1, 2), repeat=3, steps=3, warmup=1), out, runner=Scripted(),
+                  plots=False, resume=True)
+    # the budget and the per-run limit may change between calls
+    run_bench(BenchOptions(workloads=("toy",), gpus=(1, 2), repeat=2, steps=3, warmup=1, time_budget_s=50,
+                           cell_timeout_s=60), out, runner=Scripted(), plots=False, resume=True)
+    with pytest.raises(UsageError, match=r"measured on 0 x CPU, this host has 2 x GPU"):
+        run_bench(OPTIONS, out, runner=Scripted(gpus=2), plots=False, resume=True)
+    with pytest.raises(UsageError, match="no bench-state.json there"):
+        run_bench(OPTIONS, tmp_path / "empty", runner=Scripted(), plots=False, resume=True)
