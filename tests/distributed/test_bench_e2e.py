@@ -66,6 +66,11 @@ def test_report_json_matches_schema(report_dir):
     assert rep["hardware"]["gpu_count"] == 0 and rep["hardware"]["torch"]
     assert sorted(rep["plots"]) == ["efficiency_vs_gpus.png", "forecast.png", "strategies.png",
                                     "throughput_vs_gpus.png"]
+    # the CPU report forecasts too: the ddp cell from the model without it, and nodes of gloo processes
+    (val,) = rep["forecast"]["validation"]
+    assert val["key"] == "toy/device/ddp/2" and val["modelled"] and val["plan"]["reducer"] == "ddp"
+    assert val["measured_efficiency"] == pytest.approx(ddp["scaling_efficiency"])
+    assert {r["link"] for r in rep["forecast"]["rows"]} >= {"none", "25gbe", "400gbe"}
 
 
 def test_report_md_tables(report_dir):
@@ -187,3 +192,25 @@ def test_two_node_socket_emulation_beside_the_local_cells(tmp_path):
     assert "| toy | device | ddp (2 nodes, sockets) | 2 |" in md and "## Link-bound cells: what would gain" in md
     log = next((out / "logs").glob("*ddp-2-socket*")).read_text()
     assert log.count("--nnodes 2") == 2 and "--master-addr 127.0.0.1" in log
+
+
+def test_resume_runs_what_the_budget_skipped_into_the_same_report(tmp_path):
+    """A call the budget stopped before any run, resumed with the same options (another budget): the probe and
+    both cells run in the second call, into the same report, which lists both calls."""
+    out = tmp_path / "resume"
+    matrix = ["--workloads", "toy", "--strategies", "single,ddp", "--gpus", "1,2", "--warmup", "1", "--steps", "3",
+              "--batch-size", "16", "--probe-max", "1m", "--no-plots"]
+    res = ddpctl("bench", *matrix, "--time-budget", "1", "-o", str(out))
+    assert res.returncode == 0 and "3 skipped by the time budget" in res.stderr, res.stderr
+    res = ddpctl("bench", *matrix, "--repeat", "2", "--resume", str(out))
+    assert res.returncode == 2 and "--repeat differs from the earlier call's (1 there, 2 here)" in res.stderr
+    res = ddpctl("bench", *matrix, "--resume", str(out))
+    assert res.returncode == 0 and "0 skipped by the time budget" in res.stderr, res.stderr
+    rep = json.loads((out / "report.json").read_text())
+    jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+    assert [(c["key"], [r["ok"] for r in c["runs"]]) for c in rep["cells"]] == [
+        ("toy/device/single/1", [True]), ("toy/device/ddp/2", [True])]
+    assert rep["interconnect"][0]["ok"] and "--time-budget 1" in rep["command"]
+    assert [c["runs"] for c in rep["resumed"]] == [2]
+    res = ddpctl("bench", *matrix, "--resume", str(out))  # nothing left: nothing runs, the report stays whole
+    assert res.returncode == 0 and "kept from the earlier call" in res.stderr and "img/s" not in res.stderr
