@@ -332,7 +332,7 @@ def _points(report: dict) -> tuple[list[dict], list[dict]]:
             continue
         why = _modelled(c)
         base = _baseline(cells, c["workload"])
-        params = c.get("param_count") or WORKLOADS.get(c["workload"], None) and WORKLOADS[c["workload"]].param_count
+        params = c.get("param_count") or (WORKLOADS[c["workload"]].param_count if c["workload"] in WORKLOADS else None)
         net = _cell_network(c, local, sockets)
         if why is None and (base is None or not params or net is None or not c.get("step_time_s")):
             why = "no 1-GPU baseline, parameter count or probe of its link"

@@ -201,8 +201,8 @@ def render_forecast(fc: dict, unit: str = "GPUs") -> list[str]:
              "hidden behind the backward; the all-reduce is hierarchical (the in-node probe's latency + bandwidth "
              "fit, then the link between nodes), with the communication plan ddp-train's `auto` picks for that "
              "link (fp32 flat, or bf16 in buckets during the backward).", ""]
-    lines += _table(["workload", "t_1 ms (1 GPU)", "o ms (distributed overhead)", "f (overlap fraction, buckets)",
-                     "fitted from"], [
+    lines += [] if not fc["workloads"] else _table(
+        ["workload", "t_1 ms (1 GPU)", "o ms (distributed overhead)", "f (overlap fraction, buckets)", "fitted from"], [
         [w["workload"], f"{w['t_1_s'] * 1e3:.2f}", f"{w['overhead_s'] * 1e3:.3f}", f"{w['overlap']:.2f}",
          ", ".join(dict.fromkeys(w["overhead_from"] + w["overlap_from"])) or "no multi-GPU cell (o = f = 0)"]
         for w in fc["workloads"]])
