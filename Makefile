@@ -35,17 +35,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed  ## venv with ddpctl (editable), CPU torch and the test tools
 
-check: install  ## the inner loop, no Docker Engine needed: lint + unit + CLI tests (about a minute)
-	$(BIN)/ruff check src tests
+check: install lint  ## the inner loop, no Docker Engine needed: lint + unit + CLI tests (about a minute)
 	$(BIN)/pytest -q -n $(CHECK_WORKERS) tests/unit tests/cli -m "not docker and not slurm and not distributed" $(PYTEST_ARGS)
 
 unit: install  ## every test that needs no Docker Engine (also torch.distributed and the Slurm cluster)
 	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadgroup tests -m "not docker" $(PYTEST_ARGS)
 
+# lint first: a lint error fails `make test` (and so CI) before anything is built.
 # --durations=40: the slowest tests in every run's output (CI's too), where a slow new test shows first.
 # PYTEST_EXIT_FILE (environment, set by .ci/run): pytest's exit status is written there, since make reports 2
 # for any failed recipe.
-test: install engine image-cpu image-cuda-local  ## everything, on the real Docker Engine (started if needed)
+test: install lint engine image-cpu image-cuda-local  ## everything, on the real Docker Engine (started if needed)
 	DDPCTL_REQUIRE_DOCKER=1 DDPCTL_TEST_IMAGE='$(CPU_IMAGE)' DDPCTL_TEST_CUDA_IMAGE='$(CUDA_TEST_IMAGE)' \
 		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40 $(PYTEST_ARGS) tests; status=$$?; \
 	if [ -n "$$PYTEST_EXIT_FILE" ]; then echo "$$status" > "$$PYTEST_EXIT_FILE"; fi; exit "$$status"
@@ -53,7 +53,7 @@ test: install engine image-cpu image-cuda-local  ## everything, on the real Dock
 render: install  ## regenerate the checked-in examples under compose/ k8s/ slurm/
 	$(BIN)/python -m ddpctl.examples
 
-lint: install
+lint: install  ## ruff check src tests (the version pinned in pyproject.toml's dev extra)
 	$(BIN)/ruff check src tests
 
 # ---- images and the Docker Engine (see README "Images and the local cluster")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -58,3 +59,19 @@ def test_ci_run_tests_a_clone_in_a_path_with_a_space(tmp_path, make_code, pytest
     top = {p.split("/")[0] for p in tracked if p}
     assert top <= set(seen["files"]) and ".venv" not in seen["files"] and "wheelhouse" not in seen["files"]
     assert list(tmp.iterdir()) == [], "the clone (or the exit status file) was not removed"
+
+
+def test_make_test_lints_first_with_the_pinned_ruff():
+    """CI runs `make test`: it must fail on a lint error before building anything, with the one ruff version the
+    dev extra pins (a newer ruff brings new rules, so an unpinned one fails a fresh clone's `make check`)."""
+    dry = subprocess.run(["make", "-n", "-B", "test", "VENV=/nonexistent-venv"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    lint = [i for i, line in enumerate(lines) if "ruff check src tests" in line]
+    pytest_runs = [i for i, line in enumerate(lines) if "/pytest " in line]
+    builds = [i for i, line in enumerate(lines) if "ci-setup.sh" in line or "image build" in line]
+    assert lint and pytest_runs and builds, dry.stdout
+    assert lint[0] < min(builds) < pytest_runs[0]
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'"ruff==\d+\.\d+\.\d+"', pyproject), "pin ruff in the dev extra (ruff==X.Y.Z)"
