@@ -18,7 +18,7 @@ spreads over all of them. Scaling at k GPUs is k-GPU img/s over k x the fastest 
 the median of each and on / off (target: within 1 %).
 
 Workloads (batch 256 per GPU, no evaluation, no sync check): ``r18`` (CIFAR-10 ResNet-18, ddp-train's GPU-resident
-input pipeline), ``r50`` (ImageNet-synthetic ResNet-50, 224 px), ``classic`` (the seeds' way: torchvision ResNet-18,
+input pipeline), ``r50`` (ImageNet-synthetic ResNet-50, 224 px), ``classic`` (the reference input pipeline: torchvision ResNet-18,
 PIL transforms in 4 DataLoader workers, fp32, eager). ``ddpctl bench`` is the standard report; this tool is for
 looking at one workload's variants in detail.
 """

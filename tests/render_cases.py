@@ -55,7 +55,7 @@ PYTORCHJOB = {
                             "env": {"K": "$(NOT_EXPANDED)"}, "command": "python train.py --lr 0.1"},
     "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"},
                    "secret_env": {"HF_TOKEN": "hf-token:token", "WANDB_API_KEY": "wandb"}},
-    # issue 11: elasticPolicy (Worker only, rendezvous at worker-0) + ExitCode + resume from /checkpoints
+    # elastic: elasticPolicy (Worker only, rendezvous at worker-0) + ExitCode + resume from /checkpoints
     "elastic": {"name": "el", "nodes": "1:3", "max_restarts": 3, "volumes": ["/mnt/ckpt:/checkpoints"],
                 "kubernetes": {"gang": True}},
     "restarts-fixed": {"name": "rf", "nodes": 2, "max_restarts": 2},
@@ -96,7 +96,7 @@ SLURM = {
     "quoting": {"name": "q", "env": {"EVIL": "$(touch pwned) `id` 'x\" ; rm -rf /\nline2", "OK": "a b"},
                 "command": ["python", "-c", "print('$HOME; `id`')"]},
     "secret-env": {"name": "sec", "nodes": 2, "env": {"A": "1"}, "secret_env": ["HF_TOKEN", "DB_PASSWORD"]},
-    # issue 11: requeue + USR1 checkpoint before the time limit, resume from $DDPCTL_CHECKPOINTS
+    # requeue: requeue + USR1 checkpoint before the time limit, resume from $DDPCTL_CHECKPOINTS
     "requeue-signal": {"name": "rq", "nodes": 2, "slurm": {"time": "04:00:00", "requeue": True,
                                                           "signal_seconds": 300}},
     "elastic": {"name": "el", "nodes": "2:4", "max_restarts": 1},

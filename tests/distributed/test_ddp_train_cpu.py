@@ -73,8 +73,8 @@ def test_dataloader_pipeline_with_workers_converges():
     assert s["data_pipeline"] == "dataloader" and s["final_accuracy"] > 0.5
 
 
-def test_classic_seed_pipeline_trains_on_two_ranks():
-    """--data-pipeline classic (the seeds' torchvision-style dataset + PIL transforms in workers) under DDP."""
+def test_classic_reference_pipeline_trains_on_two_ranks():
+    """--data-pipeline classic (the reference pipeline: a torchvision-style dataset + PIL transforms in workers) under DDP."""
     s = summary(ok(torchrun(2, TOY + ["--data-pipeline", "classic", "--workers", "1", "--epochs", "3"])[0]))
     assert s["data_pipeline"] == "classic" and s["sync_check"] == "pass" and s["final_accuracy"] > 0.5
 

@@ -60,7 +60,7 @@ def test_two_gpus_stop_resume_bit_identical(tmp_path):
     assert json.loads(c.stdout.splitlines()[-1])["max_abs_diff"] == 0.0
 
 
-# ----------------------------------------------------------------------------- whole-step CUDA graph (issue 13)
+# ----------------------------------------------------------------------------- whole-step CUDA graph (--step-mode)
 GRAPH = ["--workload", "cifar10", "--model", "resnet18", "--train-size", "8192", "--test-size", "2048",
          "--batch-size", "128", "--epochs", "2", "--log-interval", "8", "--deterministic"]
 

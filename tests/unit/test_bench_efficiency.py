@@ -26,7 +26,7 @@ def test_busbw_nccl_tests_definition():
 def test_speedup_and_scaling_efficiency():
     assert eff.speedup(19_000, 10_000) == pytest.approx(1.9)
     assert eff.scaling_efficiency(19_000, 10_000, 2) == pytest.approx(0.95)
-    assert eff.scaling_efficiency(11_780, 9_907, 2) == pytest.approx(0.594529, rel=1e-5)  # issue 3's seed pipeline
+    assert eff.scaling_efficiency(11_780, 9_907, 2) == pytest.approx(0.594529, rel=1e-5)  # the reference pipeline, 2 GPUs
     assert eff.scaling_efficiency(22_100, 2_790, 8) == pytest.approx(0.990143, rel=1e-5)  # Lambda's ResNet-50
     with pytest.raises(ValueError):
         eff.scaling_efficiency(1.0, 0.0, 2)

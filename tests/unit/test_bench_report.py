@@ -88,7 +88,7 @@ def test_efficiency_figures():
     # Only DDP cells on 2+ GPUs get an interconnect bound and a diagnosis.
     assert c["cifar10-resnet18/device/dp/2"]["diagnosis"] is None
     assert c["cifar10-resnet18/device/single/1"]["scaling_efficiency"] == 1.0
-    # The classic (seed-style) cells scale against their own 1-GPU run; every other cell states how many times
+    # The classic (reference pipeline) cells scale against their own 1-GPU run; every other cell states how many times
     # the classic cell at the same GPU count it runs.
     cl = c["cifar10-resnet18/classic/ddp/2"]
     assert cl["baseline_key"] == "cifar10-resnet18/classic/single/1" and cl["scaling_efficiency"] == pytest.approx(0.75)
@@ -168,7 +168,7 @@ def test_committed_reports_are_current():
 
 
 def _old_spelling(report: dict) -> dict:
-    """``report`` as a ddpctl before 2026-11-27 wrote it: the device pipeline spelled "gpu"."""
+    """``report`` with the device pipeline spelled "gpu" (its deprecated name, as earlier versions wrote it)."""
     text = json.dumps(report).replace('/device/', '/gpu/').replace('"pipeline": "device"', '"pipeline": "gpu"')
     old = json.loads(text)
     old["options"]["pipelines"] = ["gpu" if p == "device" else p for p in old["options"]["pipelines"]]

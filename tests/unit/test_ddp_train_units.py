@@ -293,8 +293,8 @@ def test_single_process_summary_is_last_stdout_line(tmp_path, capsys):
 
 
 def test_nccl_refusing_its_settings_is_permanent_not_a_lost_peer():
-    """NCCL_ALGO=Tree on a 4-GPU H200 host: NCCL answers the first collective with 'invalid usage' (seen on the GPU
-    machine, 2026-11-27); a restart would fail the same way, so it is a usage error, not a lost peer (129). The
+    """NCCL_ALGO=Tree on a 4-GPU H200 host: NCCL answers the first collective with 'invalid usage' (seen on a 4x H200
+    machine); a restart would fail the same way, so it is a usage error, not a lost peer (129). The
     exception is built here as torch raises it (no NCCL on this machine)."""
     import torch.distributed as dist
 

@@ -1,4 +1,4 @@
-"""Issue 11 on the renderers: `nodes: MIN:MAX`, restarts and requeues, and what each target refuses.
+"""Elastic jobs on the renderers: `nodes: MIN:MAX`, restarts and requeues, and what each target refuses.
 
 The rendered files themselves are golden cases (tests/render_cases.py: pytorchjob elastic/restarts-fixed, slurm
 requeue-signal/elastic/requeue-pyxis), validated against the CRDs and webhook rules by test_render_validate.py;

@@ -1,4 +1,4 @@
-"""Issue 14: a property test over random, partly hostile specs and flags, for every target and ``up``.
+"""Hostile input: a property test over random, partly hostile specs and flags, for every target and ``up``.
 
 For each generated spec, every target either renders output that passes the real checks (the bundled
 compose schema; the PyTorchJob/TrainJob CRD schemas with unknown keys as errors, the operators' webhook rules

@@ -46,7 +46,7 @@ def test_shm_memlock_workdir_volumes():
     assert req["mounts"] == [
         {"type": "bind", "source": "/home/u/proj/data", "target": "/data", "read_only": True},
         {"type": "bind", "source": "/abs/out", "target": "/out", "read_only": False},
-        # a bare relative path is a directory here on every target (a bare name is refused: issue 14)
+        # a bare relative path is a directory here on every target (a bare name is refused: ddpctl.rules)
         {"type": "bind", "source": "/home/u/proj/cache/x", "target": "/cache", "read_only": False},
         {"type": "bind", "source": "/home/u/proj", "target": "/workspace", "read_only": False},
     ]

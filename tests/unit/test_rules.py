@@ -1,4 +1,4 @@
-"""ddpctl.rules: one pure rule per kind of value (issue 14). Accepted and refused values for each rule."""
+"""ddpctl.rules: one pure rule per kind of value (docs/security.md). Accepted and refused values for each rule."""
 
 from __future__ import annotations
 

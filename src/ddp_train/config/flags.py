@@ -102,8 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="distinct synthetic images to hold (0: one per sample; imagenet-synthetic default 2048)")
     g.add_argument("--data-pipeline", choices=("auto", "device", "dataloader", "classic"), default="auto",
                    help="device: data held on the device as uint8, batched augmentation (default); "
-                   "dataloader: per-sample CPU pipeline with workers (seeded); classic: the seed scripts' own way "
-                   "(torchvision-style dataset, PIL per-sample RandomCrop/Flip/ToTensor/Normalize, DataLoader "
+                   "dataloader: per-sample CPU pipeline with workers (seeded); classic: the reference input "
+                   "pipeline (torchvision-style dataset, PIL per-sample RandomCrop/Flip/ToTensor/Normalize, DataLoader "
                    "workers; the benchmarks' reference)")
     g.add_argument("--workers", type=non_negative_int, default=None,
                    help="DataLoader workers in the dataloader and classic pipelines (default 4 on GPU, 0 on CPU)")

@@ -11,8 +11,8 @@ steps; the capture itself is well under a second), which a run of ``GRAPH_MIN_ST
 compilation at start; ``--compile`` combines it with the graph (the compiled forward and backward are captured
 like the eager ones). ``auto`` (neither ``--compile`` nor ``--no-compile``) compiles a graph-mode run only if it
 plans at least ``COMPILE_MIN_STEPS`` steps (the measured break-even of its start-up), and the reason says so;
-``--no-compile-if-repaid`` turns that rule off (compile only with ``--compile``). It became the default once the
-compiled run's loss curve matched the eager run's on a GPU (2x H100, 2026-11-26: docs/benchmarks/2026-11-26-benchmarks.md).
+``--no-compile-if-repaid`` turns that rule off (compile only with ``--compile``). It is the default because the
+compiled run's loss curve matches the eager run's on a GPU (2x H100: docs/benchmarks/2026-11-26-benchmarks.md).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@
   indexing op, then normalised.
 * ``pipeline_dataloader.DataloaderPipeline`` (``--data-pipeline dataloader``): a ``torch.utils.data.DataLoader``
   with per-sample decode and augmentation on the CPU (PIL when installed), worker processes and pinned memory.
-* ``pipeline_classic.ClassicPipeline`` (``--data-pipeline classic``): the seed scripts' own way, the benchmarks'
-  reference.
+* ``pipeline_classic.ClassicPipeline`` (``--data-pipeline classic``): the reference input pipeline the
+  benchmarks compare with (a plain torchvision script's way).
 
 The pipelines draw the same shards (``sharding``): every rank gets a disjoint slice of one permutation per epoch
 (``torch.utils.data.DistributedSampler`` semantics: padded by wrapping so all ranks take the same number

@@ -1,5 +1,5 @@
 """The run's input: the data splits and the training batches of the chosen --data-pipeline (device: the default,
-batched on the device; dataloader: per-sample, seeded, DataLoader workers; classic: the seed scripts' own way)."""
+batched on the device; dataloader: per-sample, seeded, DataLoader workers; classic: the reference input pipeline)."""
 
 from __future__ import annotations
 

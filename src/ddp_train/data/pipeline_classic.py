@@ -1,6 +1,6 @@
-"""The seeds' input pipeline (``--data-pipeline classic``), kept as the reference the benchmarks compare with.
+"""The reference input pipeline (``--data-pipeline classic``) the benchmarks compare with.
 
-What the seed scripts do, step for step: a torchvision-style dataset holding the images as one HWC uint8 numpy
+What a plain torchvision training script does, step for step: a torchvision-style dataset holding the images as one HWC uint8 numpy
 array (``torchvision.datasets.CIFAR10.data``), ``Image.fromarray`` per sample, then the per-sample transforms
 ``RandomCrop(size, padding)`` -> ``RandomHorizontalFlip()`` -> ``ToTensor()`` -> ``Normalize(mean, std)`` on the
 PIL image (torchvision's own transforms when torchvision is installed; otherwise the same operations written
@@ -25,7 +25,7 @@ except Exception:  # pragma: no cover - depends on the environment
 
 
 def _transforms(shape, pad, flip, augment, mean, std):
-    """torchvision.transforms when importable (what the seeds use), else equivalents with the same calls."""
+    """torchvision.transforms when importable (what a plain torchvision script uses), else equivalents with the same calls."""
     c, h, w = shape
     try:
         from torchvision import transforms as T
@@ -94,7 +94,7 @@ class TorchvisionStyleDataset(torch.utils.data.Dataset):
 
 
 class ClassicPipeline(WorkerPipeline):
-    """DataLoader over the torchvision-style dataset the way the seeds build it (workers, pinned memory, the
+    """DataLoader over the torchvision-style dataset the way a plain torchvision script builds it (workers, pinned memory, the
     default prefetch of 2, workers re-spawned each epoch); this rank's shard and batches as every pipeline here."""
 
     def __init__(self, split: Split, *, batch, rank, world, seed, pad, flip, augment, mean, std, device, workers,

@@ -94,7 +94,7 @@ class ShardBatchSampler(torch.utils.data.Sampler):
 class WorkerPipeline:
     """What the DataLoader-based pipelines share: ``self.sampler`` (a :class:`ShardBatchSampler`),
     ``self.loader`` over it, ``self.device`` and ``self.channels_last``, set by the subclass; batches are moved
-    to the device as the seed scripts do."""
+    to the device in the training loop, as a plain torchvision script does."""
 
     def __len__(self):
         return self.sampler.steps
@@ -113,7 +113,7 @@ class WorkerPipeline:
 
 
 class DataloaderPipeline(WorkerPipeline):
-    """DataLoader with workers and pinned memory; batches moved to the device as the seed scripts do."""
+    """DataLoader with workers and pinned memory; batches moved to the device in the training loop."""
 
     def __init__(self, split: Split, *, batch, rank, world, seed, pad, flip, augment, mean, std,
                  channels_last, out_dtype, device, workers):

@@ -29,8 +29,8 @@ def load_report(path: Path) -> dict:
 
 
 def upgrade(report: dict) -> dict:
-    """A report as this ddpctl writes it. Reports written before 2026-11-27 name the device pipeline ``gpu`` (a
-    deprecated spelling, ``plan.PIPELINE_ALIASES``) in the cells' pipelines and keys, the options and the
+    """A report as this ddpctl writes it. A report may name the device pipeline ``gpu`` (its deprecated
+    spelling, ``plan.PIPELINE_ALIASES``) in the cells' pipelines and keys, the options and the
     headline; read, it is ``device``. The measured figures, the command and the prose (diagnosis reasons,
     errors) stay as written. Pure: returns a new dict."""
     def name(p):

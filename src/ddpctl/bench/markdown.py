@@ -87,7 +87,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
                   f"**{h['busbw_gbps']:.1f} GB/s**")
     lines += (hl or ["- (no headline figure: see the failures below)"]) + [""]
 
-    # Reports since 2026-11-26 carry the classic comparison and the step mode; older committed ones render as before.
+    # A report with the classic comparison (vs_classic) also has the step mode; one without renders without both.
     v2 = any("vs_classic" in c for c in report["cells"])
     lines += ["## Results", ""]
     if not v2:
@@ -99,7 +99,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
               "img/s is global (all GPUs); batch time is one optimizer step; epoch time is steps per epoch x "
               "batch time (steady state; dataset size / img/s where marked `~`); speedup and efficiency are "
               "against the fastest 1-GPU configuration of the workload (the classic cells: against their own 1-GPU "
-              "run); x classic is img/s over the classic (seed-style) cell at the same GPU count; mode is "
+              "run); x classic is img/s over the classic (reference pipeline) cell at the same GPU count; mode is "
               "ddp-train's step mode (graph: the whole step in one CUDA graph); start-up is the seconds to the "
               "first captured step.", ""]
     rows = []

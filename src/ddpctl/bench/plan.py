@@ -7,9 +7,9 @@ times for ``warmup`` + ``steps`` training steps. The rules:
   (``ddp`` on 1 GPU too when 1 is the only count, so a 1-GPU host still exercises DDP);
 - a workload runs only the data pipelines it supports (the synthetic ImageNet set has no CPU DataLoader
   variant: its images are generated on the device);
-- the ``classic`` pipeline is the seeds' way of training, kept as the reference every report compares with:
-  a torchvision model, PIL per-sample transforms in DataLoader workers, fp32, eager steps; it runs as
-  ``single`` and ``ddp`` (the seeds used DDP), never as ``dp``;
+- the ``classic`` pipeline is the reference input pipeline every report compares with: a torchvision model,
+  PIL per-sample transforms in DataLoader workers, fp32, eager steps; it runs as ``single`` and ``ddp`` (the
+  reference program is a DDP program), never as ``dp``;
 - ``--links socket`` adds the network-bound regime: every ``ddp`` cell of ddp-train's own pipelines (not
   ``classic``, whose CPU input pipeline sets its pace) on an even count >= 2 runs again as a
   two-node emulation on this host (two torchrun agents of N/2 GPUs each, a TCP rendezvous on 127.0.0.1, NCCL
@@ -182,14 +182,14 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
         for pipe in pipelines:
             if pipe not in w.pipelines:
                 skipped.append(f"{wname}: no {pipe} pipeline (its data are generated on the device)"
-                               if pipe != "classic" else f"{wname}: no classic (seed-style) variant")
+                               if pipe != "classic" else f"{wname}: no classic (reference pipeline) variant")
                 continue
             for strat in strategies:
                 if strat == "dp" and cpu:
                     skipped.append("dp: needs GPUs (DataParallel on CPU is one process)")
                     continue
                 if strat == "dp" and pipe == "classic":
-                    skipped.append("classic: no DataParallel cell (the seeds' way is DDP)")
+                    skipped.append("classic: no DataParallel cell (the reference program is DDP)")
                     continue
                 for n in counts:
                     if strat == "single" and n != 1:

@@ -150,7 +150,7 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
         if not c["ok"]:
             continue
         # The baseline is the FASTEST 1-GPU configuration of the workload (any pipeline, any strategy), never a
-        # slowed one; the classic (seed-style) cells, a different program, scale against their own 1-GPU run.
+        # slowed one; the classic (reference pipeline) cells, a different program, scale against their own 1-GPU run.
         ones = [x for x in cells if x["workload"] == c["workload"] and x["gpus"] == 1 and ips(x)
                 and (x["pipeline"] == "classic") == (c["pipeline"] == "classic")]
         base = max(ones, key=ips) if ones else None
@@ -241,7 +241,7 @@ def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
                     "dataloader": dl["images_per_sec"]["median"],
                     "ratio": c["images_per_sec"]["median"] / dl["images_per_sec"]["median"]})
     # x times the classic pipeline: the fastest ddp-train configuration at each GPU count against the classic
-    # (seed-style) cell at the same count
+    # (reference pipeline) cell at the same count
     best: dict = {}
     for c in cells:
         if c["ok"] and c["vs_classic"] is not None:

@@ -47,7 +47,7 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
     ddp-train's default single epoch, ends the run (ddp-train pauses its clock at epoch boundaries); no
     evaluation; plain log lines (the output goes to a log file); the backend stays ``auto`` (nccl on GPU,
     gloo on CPU); the step mode stays ddp-train's ``auto`` except in the ``classic`` cells, which run the
-    seeds' way (a torchvision model, ddp-train's ``classic`` pipeline: a torchvision-style dataset with PIL
+    reference program (a torchvision model, ddp-train's ``classic`` pipeline: a torchvision-style dataset with PIL
     per-sample RandomCrop/Flip/ToTensor/Normalize in 4 DataLoader workers; fp32, eager steps) and
     take no ``--compile`` from the extra flags.
     """
@@ -69,7 +69,7 @@ def ddp_train_args(cell: Cell, device: str, extra: tuple[str, ...] = ()) -> list
     if device == "cpu":
         args += ["--device", "cpu"]
     if cell.pipeline == "classic":
-        # the seeds' way: fp32, NCHW, no cuDNN autotuning, eager steps, 4 DataLoader workers per process
+        # the reference program: fp32, NCHW, no cuDNN autotuning, eager steps, 4 DataLoader workers per process
         args += CLASSIC_ARGS
         return args + [x for x in extra if x not in ("--compile",)]
     return args + list(extra)

@@ -47,7 +47,7 @@ def bench(
         show_default=False)] = None,
     pipelines: Annotated[Optional[str], typer.Option(
         "--pipelines", "-p", help="Comma-separated ddp-train --data-pipeline names: device (data held and augmented "
-        "on the GPU), dataloader (per-sample CPU DataLoader), classic (the seeds' way: torchvision model, PIL "
+        "on the GPU), dataloader (per-sample CPU DataLoader), classic (the reference input pipeline: torchvision model, PIL "
         "transforms, fp32, eager; the reference every report compares with) (default: all three on GPU, device "
         "on CPU; gpu: deprecated spelling of device).", show_default=False)] = None,
     warmup: Annotated[Optional[int], typer.Option(
