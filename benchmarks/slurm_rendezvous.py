@@ -1,6 +1,6 @@
 """How often the non-master node prints rendezvous shutdown errors at the end of a Slurm job, per launch variant.
 
-Starts the one-machine Slurm cluster of the tests (tests/slurm/cluster.py: root, slurm-wlm, munge), renders
+Starts the one-machine Slurm cluster of the tests (tests/support/cluster.py: root, slurm-wlm, munge), renders
 ``ddpctl render slurm -n 2 -- ddp-train --max-steps 3 --no-eval --quiet`` and derives the two earlier
 launches from it, then submits each variant RUNS times, interleaved, with ``sbatch --wait``:
 
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "slurm"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # the tests' one-machine Slurm cluster
 import cluster  # noqa: E402
 
 NOISE = ("Traceback", "TCPStore.cpp", "failed to")

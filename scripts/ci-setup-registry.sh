@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The image registry for the workspace-image tests (tests/integration/registry.py): installs Debian's
+# The image registry for the workspace-image tests (tests/support/registry.py): installs Debian's
 # docker-registry (the CNCF distribution registry) when missing. Nothing is started or configured here: the
 # tests start their own 'docker-registry serve CONFIG' on a free loopback port with its own storage directory
 # and stop it afterwards. The package's own service does not start (no systemd / policy-rc.d).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# OpenSSH's server for the ssh:// Docker-host tests (tests/integration/twohost.py): installs Debian's
+# OpenSSH's server for the ssh:// Docker-host tests (tests/support/twohost.py): installs Debian's
 # openssh-server (and the client, and openssl for the TLS tests' certificates) when missing. Nothing is
 # started or configured here: the tests start their own sshd inside each test network namespace, on a test
 # port, with a generated host key, their own sshd_config and authorized_keys under a temporary directory,

@@ -18,6 +18,9 @@ are handed out longest first, the exclusive stretch before the unit tests: see `
 Every test run keeps the output of the jobs it ends (ddpctl.watch.history) in a directory of its own, never in
 the user's state directory: XDG_STATE_HOME points into a temporary directory for the whole session (each xdist
 worker has its own; ddpctl processes the tests start inherit it), removed when the session ends.
+
+The helper modules the tests share live in tests/support/ and are imported by their bare names: this conftest
+puts that folder on sys.path first.
 """
 
 from __future__ import annotations
@@ -25,12 +28,18 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
-from enginelock import LOCKS_ENV, engine_lock
-from runreport import RunReport
+# The tests' helper modules (tests/support/) are imported by bare name (``import itest_helpers``) from every test
+# directory; this is the one place that puts them on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+
+from enginelock import LOCKS_ENV, engine_lock  # noqa: E402
+from runreport import RunReport  # noqa: E402
 
 _STATE = tempfile.mkdtemp(prefix="ddpctl-test-state-")
 os.environ["XDG_STATE_HOME"] = _STATE

@@ -15,8 +15,9 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from ddp_helpers import TOY, ok, run, summary, torchrun
 from torch import nn
+
+from ddp_helpers import TOY, ok, run, summary, torchrun
 
 pytestmark = pytest.mark.distributed
 

@@ -16,9 +16,9 @@ import sys
 
 import pytest
 import torch
-from ddp_helpers import TOY, ok, run, summary, torchrun
 
 import testcache
+from ddp_helpers import TOY, ok, run, summary, torchrun
 from ddp_train.config.flags import COMPILE_UNIT_MODELS, MODELS
 from ddp_train.model import compile_scope
 from ddp_train.model.networks import ToyCNN, build_model
@@ -164,7 +164,7 @@ def _torch_through(link):
 def inductor_env(tmp_path):
     """The environment of an inductor run: torch imported through a symlink whose path has no space (inductor's
     C++ build cannot link under one, and CI's clone lives under one) and inductor's cache folder. Both are kept
-    between runs (tests/testcache.py, entry ``inductor``): at the same link path inductor's kernels of an unchanged
+    between runs (tests/support/testcache.py, entry ``inductor``): at the same link path inductor's kernels of an unchanged
     graph come from its own cache (the toy run's compile 32 s -> 7 s on 2 cores), as on a user's second run; a
     changed graph builds again. With the cache off or held by another session: both under tmp_path (a full build)."""
     entry = testcache.Entry("inductor")

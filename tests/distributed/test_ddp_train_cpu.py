@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ddp_helpers import TOY, free_port, manual, ok, run, summary, torchrun
 
 pytestmark = pytest.mark.distributed

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+
 from ddp_helpers import free_port, manual, ok, run, summary, torchrun
 
 pytestmark = [

@@ -1,7 +1,7 @@
 """ddp-train's CPU scenario set gives the recorded results: summaries (without timing) and checkpoint bytes.
 
-The record (ddp_train_scenarios.json) was made by ddp_train_scenarios.py before ddp-train's training run was
-split into parts; a change that should not alter behaviour keeps it byte for byte. A deliberate change of
+The record (tests/support/ddp_train_scenarios.json, made by tests/support/ddp_train_scenarios.py --record) is
+what ddp-train computes; a change that should not alter behaviour keeps it byte for byte. A deliberate change of
 results re-records it (`--record`, then read the diff)."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import json
 import os
 
 import pytest
+
 from ddp_train_scenarios import SCENARIOS, probe, run_scenarios
 
 pytestmark = pytest.mark.distributed
 
-RECORD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_train_scenarios.json")
+RECORD = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "support", "ddp_train_scenarios.json")
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from ddp_helpers import TOY, ok, summary, torchrun
 
 pytestmark = pytest.mark.distributed

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+
 from ddp_helpers import env, free_port
 
 pytestmark = pytest.mark.distributed

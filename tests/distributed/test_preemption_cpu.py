@@ -15,8 +15,8 @@ import sys
 import time
 
 import pytest
-from ddp_helpers import TOY, _finish, env, free_port, ok, run, summary, torchrun
 
+from ddp_helpers import TOY, _finish, env, free_port, ok, run, summary, torchrun
 from procs import drain
 
 pytestmark = pytest.mark.distributed

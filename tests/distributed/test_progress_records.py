@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from ddp_helpers import TOY, env, ok, summary, torchrun
 
 pytestmark = [pytest.mark.distributed]
@@ -92,7 +93,7 @@ def test_lightning_callback_two_ranks_on_gloo(tmp_path):
     import subprocess
     import sys
 
-    script = Path(__file__).with_name("lightning_job.py")
+    script = Path(__file__).resolve().parents[1] / "support" / "lightning_job.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script), "6"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env=env(DDPCTL_CHECKPOINTS=str(tmp_path)))

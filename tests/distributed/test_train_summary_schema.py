@@ -8,8 +8,8 @@ from importlib import resources
 
 import jsonschema
 import pytest
-from ddp_helpers import ok, summary, torchrun
 
+from ddp_helpers import ok, summary, torchrun
 from ddpctl.bench import report
 from ddpctl.bench.plan import Cell
 from ddpctl.bench.runner import CellRun, RunResult, ddp_train_args

@@ -8,7 +8,7 @@ A session fixture checks that no container, network or volume with ddpctl's labe
 every one created since the session began counts, except those of another test session's fixture job names
 (``t`` + 8 hex digits with another session's 3-digit prefix: the engine may be shared, e.g. a developer's run
 beside CI), so a leftover of this session cannot hide and another's cannot fail it. Each pytest-xdist worker is
-a session of its own (its own prefix); it checks under the run's exclusive engine lock (tests/enginelock.py),
+a session of its own (its own prefix); it checks under the run's exclusive engine lock (tests/support/enginelock.py),
 so no other worker of the run is half-way through a test then.
 """
 
@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from itest_helpers import CPU_IMAGE, MANAGED, ddpctl, missing_part
 
 from enginelock import engine_lock
+from itest_helpers import CPU_IMAGE, MANAGED, ddpctl, missing_part
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,9 +7,9 @@ import json
 import re
 
 import jsonschema
-from itest_helpers import ddpctl
 
 from ddpctl.bench.report import schema
+from itest_helpers import ddpctl
 
 
 def test_bench_in_containers(engine, cpu_image, tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 import yaml
+
 from itest_helpers import CPU_IMAGE, ddpctl, labelled
 
 

@@ -9,6 +9,7 @@ import subprocess
 import uuid
 
 import pytest
+
 from itest_helpers import ddpctl
 
 pytestmark = [pytest.mark.docker]

@@ -8,6 +8,7 @@ import subprocess
 import uuid
 
 import pytest
+
 from itest_helpers import ddpctl
 
 pytestmark = [pytest.mark.docker]

@@ -18,10 +18,10 @@ import time
 import uuid
 
 import pytest
-from gpu_dockerd import NVIDIA_SMI, GpuDockerd, write_stub
-from itest_helpers import ddpctl, missing_part
 
 from ddpctl.images.plans import LABEL_CUDA, LABEL_TORCH
+from gpu_dockerd import NVIDIA_SMI, GpuDockerd, write_stub
+from itest_helpers import ddpctl, missing_part
 
 # grouped: one worker runs them (under pytest-xdist's --dist loadgroup) with the other second-dockerd tests, as
 # only one second dockerd can run at a time (its bridge has a fixed name)

@@ -17,6 +17,7 @@ import time
 import uuid
 
 import pytest
+
 from attached import Up, no_traceback
 from itest_helpers import ddpctl, missing_part
 from ownengine import OwnEngine

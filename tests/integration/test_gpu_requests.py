@@ -18,6 +18,7 @@ import time
 import uuid
 
 import pytest
+
 from gpu_dockerd import NVIDIA_SMI, GpuDockerd, write_stub
 from itest_helpers import ddpctl, missing_part
 

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from itest_helpers import ddpctl
 
 

@@ -8,9 +8,8 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from itest_helpers import ddpctl, image_ids
-
 from ddpctl import images
+from itest_helpers import ddpctl, image_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 

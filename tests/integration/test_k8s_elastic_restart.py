@@ -1,6 +1,6 @@
 """An elastic PyTorchJob with restartPolicy ExitCode survives a killed pod (operator EMULATION, real containers).
 
-No Kubernetes API server runs here: tests/k8s_contract.py gives the pods the Training Operator v1.9.4 would
+No Kubernetes API server runs here: tests/support/k8s_contract.py gives the pods the Training Operator v1.9.4 would
 create (Worker replicas, elasticPolicy -> PET_NNODES=MIN:MAX, PET_RDZV_ENDPOINT=<job>-worker-0, ...) and what it
 does when a pod's container exits (``after_exit``: ExitCode recreates the pod for a code >= 128). This test
 starts each pod as a container (hostname, Service alias, env, argv, the hostPath volume as a bind mount), kills
@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from itest_helpers import CPU_IMAGE, ddpctl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: k8s_contract.py
+from itest_helpers import CPU_IMAGE, ddpctl
 
 TRAIN = ["--", "ddp-train", "--workload", "toy", "--train-size", "512", "--test-size", "64", "--batch-size", "32",
          "--epochs", "2", "--no-eval", "--sync-check", "off", "--log-interval", "1", "--checkpoint-interval", "2",

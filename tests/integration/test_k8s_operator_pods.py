@@ -1,7 +1,7 @@
 """Kubernetes contract check without a cluster.
 
 This test EMULATES the training operators: it renders a PyTorchJob and a TrainJob, asks
-``tests/k8s_contract.py`` for the pods the operator would create (names, hostnames and DNS aliases, the
+``tests/support/k8s_contract.py`` for the pods the operator would create (names, hostnames and DNS aliases, the
 injected MASTER_ADDR / PET_* env, the expanded command; see docs/render.md), starts each pod as a
 container on one private network with those hostnames and aliases, and checks that the job completes with
 a passing sync check. No Kubernetes API server, kubelet or operator runs here; what is checked is that the
@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
-from itest_helpers import CPU_IMAGE, ddpctl, labelled
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: k8s_contract.py
+from itest_helpers import CPU_IMAGE, ddpctl, labelled
 
 
 def _run_pods(engine, job: str, pods) -> dict[str, tuple[int, str]]:

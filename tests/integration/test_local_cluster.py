@@ -10,6 +10,7 @@ import subprocess
 import time
 
 import pytest
+
 from itest_helpers import DDPCTL, ddpctl, labelled
 
 ENV_SCRIPT = """

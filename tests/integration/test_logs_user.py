@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from itest_helpers import DDPCTL, ddpctl, labelled, missing_part
 
 LINE = re.compile(r"^node-(\d+)(?: rank-(\d+))? *\| (.*)$")

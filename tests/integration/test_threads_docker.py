@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+
 from itest_helpers import ddpctl
 
 PROBE = "import os, torch; print('THREADS', os.environ.get('OMP_NUM_THREADS'), torch.get_num_threads())"

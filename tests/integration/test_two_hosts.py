@@ -18,10 +18,10 @@ import time
 import uuid
 
 import pytest
-from itest_helpers import DDPCTL, ddpctl, missing_part
-from twohost import TwoHosts
 
+from itest_helpers import DDPCTL, ddpctl, missing_part
 from procs import drain
+from twohost import TwoHosts
 
 TRAIN = ["ddp-train", "--max-steps", "5"]
 

@@ -52,7 +52,7 @@ def _wheelhouse(dest: Path) -> Path:
 def test_lightning_callback_progress_in_status_of_an_up_bake_job(engine, cpu_image, tmp_path, job_name):
     proj = tmp_path / "lit-project"
     proj.mkdir()
-    shutil.copy(HERE.parent / "distributed" / "lightning_job.py", proj / "train.py")
+    shutil.copy(HERE.parent / "support" / "lightning_job.py", proj / "train.py")
     (proj / "requirements.txt").write_text(f"lightning=={metadata.version('lightning')}\n")
     house = _wheelhouse(tmp_path / "wheelhouse")
     up = ddpctl("up", "--name", job_name, "-n", "2", "-d", "--image", cpu_image, "--workdir", str(proj), "--bake",

@@ -4,7 +4,7 @@ naming one pure-Python package from a wheelhouse made here) -> ``ddpctl render .
 job runs to completion on 2 nodes from the registry:
 
 - PyTorchJob and TrainJob: the pods the operators would create, built by the operator EMULATION in
-  tests/k8s_contract.py (no Kubernetes API server, operator or kubelet runs here: see
+  tests/support/k8s_contract.py (no Kubernetes API server, operator or kubelet runs here: see
   test_k8s_operator_pods.py); each pod's image is pulled by digest first, as a kubelet does;
 - compose: the rendered file run by docker-compose 1.29.2, which pulls the image itself.
 
@@ -16,44 +16,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 import yaml
-from itest_helpers import CPU_IMAGE, ddpctl, labelled, make_wheel, own_requirements
 from test_k8s_operator_pods import _run_pods
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: k8s_contract.py
-
-TRAIN = '''\
-import os
-
-import torch
-import torch.distributed as dist
-
-import wsprobe
-
-dist.init_process_group("gloo")  # torchrun's env contract: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-rank, world = dist.get_rank(), dist.get_world_size()
-t = torch.tensor([float(rank + 1)])
-dist.all_reduce(t)
-assert t.item() == world * (world + 1) / 2, t
-print(f"workspace-train rank {rank}/{world} node {os.environ['GROUP_RANK']} sum {t.item():.0f} "
-      f"probe {wsprobe.VALUE} cwd {os.getcwd()}", flush=True)
-dist.destroy_process_group()
-'''
-
-
-def make_project(root: Path) -> tuple[Path, Path]:
-    """The user's project and a wheelhouse with its one requirement (a pure-Python wheel made here)."""
-    proj = root / "my-project"
-    proj.mkdir(parents=True)
-    (proj / "train.py").write_text(TRAIN)
-    (proj / "requirements.txt").write_text(own_requirements("wsprobe==1.0"))
-    house = make_wheel(root / "wheelhouse", "wsprobe", "1.0", "VALUE = 4242\n").parent
-    return proj, house
+from itest_helpers import CPU_IMAGE, ddpctl, labelled
+from workspace_project import make_project
 
 
 def _pinned(doc_text: str) -> set[str]:

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from itest_helpers import ddpctl, own_requirements
 
 LIGHTNING_TRAIN = '''\

@@ -1,5 +1,5 @@
 """``ddpctl image build --workdir`` and ``ddpctl image push`` on the real Docker Engine and a real registry
-(Debian's docker-registry, tests/integration/registry.py): content tags, the requirements layer from a
+(Debian's docker-registry, tests/support/registry.py): content tags, the requirements layer from a
 wheelhouse made here, labels, pushes by digest, and the failures a user meets (denied, registry down, a
 requirement pip cannot find, bad input), each one line with the fix and no tag left in the registry."""
 
@@ -10,6 +10,7 @@ import subprocess
 import uuid
 
 import pytest
+
 from itest_helpers import (
     ddpctl,
     make_wheel,

@@ -1,7 +1,7 @@
 """``ddpctl render TARGET --workdir DIR --push REPO`` when something is wrong: one line naming the problem and
 the fix, exit 2 for bad input and 1 for the outside world (registry down, push refused), no manifest written,
 and no tag in the registry that a failed push left half-made. Real engine, real registry (Debian's
-docker-registry: tests/integration/registry.py); the image pushed is built on the small Debian base."""
+docker-registry: tests/support/registry.py); the image pushed is built on the small Debian base."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import uuid
 
 import pytest
+
 from itest_helpers import (
     ddpctl,
     image_ids,

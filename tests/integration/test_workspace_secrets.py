@@ -22,6 +22,7 @@ import uuid
 
 import docker
 import pytest
+
 from itest_helpers import ddpctl, make_wheel, own_requirements, remove_workspace_images
 
 pytestmark = [pytest.mark.docker]

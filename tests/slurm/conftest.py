@@ -11,13 +11,11 @@ Without them the tests are skipped, unless DDPCTL_REQUIRE_SLURM=1 or DDPCTL_REQU
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import cluster  # noqa: E402
+import cluster
 
 
 def _required() -> bool:

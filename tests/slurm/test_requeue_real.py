@@ -1,4 +1,4 @@
-"""Preemption and requeue on a real Slurm cluster (tests/slurm/cluster.py: munged, slurmctld, two slurmd).
+"""Preemption and requeue on a real Slurm cluster (tests/support/cluster.py: munged, slurmctld, two slurmd).
 
 The rendered script with ``--requeue`` (and ``--signal-seconds``) keeps ddp-train's checkpoints in
 ``$DDPCTL_CHECKPOINTS`` (default ``$SLURM_SUBMIT_DIR/<job>-ckpt``) and resumes from them on every run. Real:

@@ -1,4 +1,4 @@
-"""``ddpctl status --slurm JOBID`` on a real Slurm cluster (tests/slurm/cluster.py): the rendered script's ranks
+"""``ddpctl status --slurm JOBID`` on a real Slurm cluster (tests/support/cluster.py): the rendered script's ranks
 write progress records into the job's output file in the submit directory; status reads them with scontrol's
 state: the step rises and the ETA falls, a requeue shows as a restart that resumes from the checkpoint step, and
 the finished job reads as succeeded with its summary."""

@@ -1,4 +1,4 @@
-"""``ddpctl render slurm --tensorboard`` on a real Slurm cluster (tests/slurm/cluster.py): ddp-train on 2 nodes
+"""``ddpctl render slurm --tensorboard`` on a real Slurm cluster (tests/support/cluster.py): ddp-train on 2 nodes
 writes its TensorBoard event files to ``$DDPCTL_CHECKPOINTS/tensorboard`` (the script's default,
 ``<submit dir>/<job>-ckpt``), tensorboard's own reader reads them back with the loss values of rank 0's progress
 records, and ``status --slurm`` names the directory."""

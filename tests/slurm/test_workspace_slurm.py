@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-import registry as reg  # noqa: E402
-from test_workspace_e2e import make_project  # noqa: E402
+import registry as reg
+from workspace_project import make_project
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.docker]
 

@@ -1,8 +1,8 @@
 """Elastic jobs on the renderers: `nodes: MIN:MAX`, restarts and requeues, and what each target refuses.
 
-The rendered files themselves are golden cases (tests/render_cases.py: pytorchjob elastic/restarts-fixed, slurm
+The rendered files themselves are golden cases (tests/support/render_cases.py: pytorchjob elastic/restarts-fixed, slurm
 requeue-signal/elastic/requeue-pyxis), validated against the CRDs and webhook rules by test_render_validate.py;
-the pods the operator would make of them come from tests/k8s_contract.py (an emulation: no API server here)."""
+the pods the operator would make of them come from tests/support/k8s_contract.py (an emulation: no API server here)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ from ddpctl.errors import SpecError, UnsupportedFeature
 from ddpctl.local.plan import plan_local
 from ddpctl.render import render_files
 from ddpctl.spec import spec_from_dict, spec_to_dict
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: k8s_contract.py
-from k8s_contract import after_exit, pods_for  # noqa: E402
+from k8s_contract import after_exit, pods_for
 
 DDPCTL = str(Path(sys.executable).with_name("ddpctl"))
 

@@ -1,4 +1,4 @@
-"""The test run's engine lock (tests/enginelock.py), with real processes and real flock: shared holders run
+"""The test run's engine lock (tests/support/enginelock.py), with real processes and real flock: shared holders run
 together, an exclusive holder runs alone, a pending exclusive request is not starved by new shared ones, and
 ``exclusively()`` returns to the shared lock it came from."""
 

@@ -2,9 +2,9 @@
 
 For each generated spec, every target either renders output that passes the real checks (the bundled
 compose schema; the PyTorchJob/TrainJob CRD schemas with unknown keys as errors, the operators' webhook rules
-and a strict core-v1 PodTemplate check from tests/render_support.py; plus the Kubernetes value rules a
+and a strict core-v1 PodTemplate check from tests/support/render_support.py; plus the Kubernetes value rules a
 manifest must meet), or fails with a SpecError / UnsupportedFeature (through the CLI: exit 2 and one line).
-The Slurm script is executed by bash with STAND-IN ``srun`` and ``scontrol`` (tests/render_support.py's
+The Slurm script is executed by bash with STAND-IN ``srun`` and ``scontrol`` (tests/support/render_support.py's
 recorders: there is no Slurm cluster here); the test checks that no injected command ran (a canary file is
 never created), and that srun received exactly the user's command words and env values.
 
@@ -17,7 +17,6 @@ import contextlib
 import io
 import math
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -26,13 +25,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import render_support as rs  # noqa: E402
-from ddpctl import launch, rules  # noqa: E402
-from ddpctl.errors import DdpctlError, SpecError, UnsupportedFeature  # noqa: E402
-from ddpctl.local.plan import container_request, plan_local  # noqa: E402
-from ddpctl.render import render_files, to_yaml  # noqa: E402
-from ddpctl.spec import spec_from_dict  # noqa: E402
+import render_support as rs
+from ddpctl import launch, rules
+from ddpctl.errors import DdpctlError, SpecError, UnsupportedFeature
+from ddpctl.local.plan import container_request, plan_local
+from ddpctl.render import render_files, to_yaml
+from ddpctl.spec import spec_from_dict
 
 pytestmark = pytest.mark.slow
 

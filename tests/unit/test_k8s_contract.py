@@ -1,15 +1,12 @@
-"""tests/k8s_contract.py: the emulated operator contract (PyTorchJob v1.9.4, TrainJob v2.3.0)."""
+"""tests/support/k8s_contract.py: the emulated operator contract (PyTorchJob v1.9.4, TrainJob v2.3.0)."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import k8s_contract as kc  # noqa: E402
-from ddpctl import launch  # noqa: E402
-from ddpctl.render import pytorchjob, trainjob  # noqa: E402
-from ddpctl.spec import spec_from_dict  # noqa: E402
+import k8s_contract as kc
+from ddpctl import launch
+from ddpctl.render import pytorchjob, trainjob
+from ddpctl.spec import spec_from_dict
 
 
 def test_trainjob_port_ddpctl_assumes_is_the_operators():

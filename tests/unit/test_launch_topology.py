@@ -2,7 +2,7 @@
 0..WORLD_SIZE-1 and one master address.
 
 Per target, each node's argv and env are taken from the rendered artifact: compose services (flags), the pods
-of tests/k8s_contract.py (the operators' PET_* injection), and the Slurm script executed with a
+of tests/support/k8s_contract.py (the operators' PET_* injection), and the Slurm script executed with a
 recording ``srun``. torchrun's behaviour is then resolved by torch's own argument parser and
 ``config_from_args`` (with the node's PET_* env set), not re-implemented: its static rendezvous gives node rank
 ``rdzv_configs['rank']``; c10d (Slurm) hands out node ranks 0..N-1 in join order, so there we check that every
@@ -10,17 +10,14 @@ node joins the same rendezvous (endpoint, id, size).
 """
 
 import os
-import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import k8s_contract  # noqa: E402  (tests/k8s_contract.py: the operators, emulated)
-import render_support as rs  # noqa: E402
-from ddpctl.render import compose, pytorchjob, slurm, trainjob  # noqa: E402
-from ddpctl.spec import spec_from_dict  # noqa: E402
+import k8s_contract  # tests/support/k8s_contract.py: the operators, emulated
+import render_support as rs
+from ddpctl.render import compose, pytorchjob, slurm, trainjob
+from ddpctl.spec import spec_from_dict
 
 run = pytest.importorskip("torch.distributed.run")
 

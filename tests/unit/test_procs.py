@@ -1,4 +1,4 @@
-"""The test suite's process helpers (tests/procs.py) end in bounded time when a child outlives its parent."""
+"""The test suite's process helpers (tests/support/procs.py) end in bounded time when a child outlives its parent."""
 
 from __future__ import annotations
 

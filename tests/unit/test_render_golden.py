@@ -5,15 +5,13 @@ and review the diff.
 """
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ddpctl.render import render_files  # noqa: E402
-from ddpctl.spec import spec_from_dict  # noqa: E402
-from render_cases import ALL  # noqa: E402
+from ddpctl.render import render_files
+from ddpctl.spec import spec_from_dict
+from render_cases import ALL
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("DDPCTL_UPDATE_GOLDEN") == "1"

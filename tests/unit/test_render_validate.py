@@ -5,18 +5,16 @@ core PodTemplate validation (kubernetes-validate, strict, offline). Negative cas
 import copy
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import render_support as rs  # noqa: E402
-from ddpctl.examples import plan  # noqa: E402
-from ddpctl.render import compose, pytorchjob, render_files, trainjob  # noqa: E402
-from ddpctl.spec import spec_from_dict  # noqa: E402
-from render_cases import ALL  # noqa: E402
+import render_support as rs
+from ddpctl.examples import plan
+from ddpctl.render import compose, pytorchjob, render_files, trainjob
+from ddpctl.spec import spec_from_dict
+from render_cases import ALL
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,16 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import k8s_contract  # noqa: E402  (tests/k8s_contract.py: the operators, emulated)
-import render_support as rs  # noqa: E402
-from ddpctl.errors import SpecError, UnsupportedFeature, UsageError  # noqa: E402
-from ddpctl.local import executor  # noqa: E402
-from ddpctl.local.plan import container_request, plan_local  # noqa: E402
-from ddpctl.render import compose, pytorchjob, render_files, slurm, trainjob  # noqa: E402
-from ddpctl.secrets import FROM_ENV, MASK, SecretEnv, looks_secret, mask_env  # noqa: E402
-from ddpctl.spec import load_spec, spec_from_dict, spec_to_dict  # noqa: E402
-from ddpctl.validate import check_document  # noqa: E402
+import k8s_contract  # tests/support/k8s_contract.py: the operators, emulated
+import render_support as rs
+from ddpctl.errors import SpecError, UnsupportedFeature, UsageError
+from ddpctl.local import executor
+from ddpctl.local.plan import container_request, plan_local
+from ddpctl.render import compose, pytorchjob, render_files, slurm, trainjob
+from ddpctl.secrets import FROM_ENV, MASK, SecretEnv, looks_secret, mask_env
+from ddpctl.spec import load_spec, spec_from_dict, spec_to_dict
+from ddpctl.validate import check_document
 
 DDPCTL = str(Path(sys.executable).parent / "ddpctl")
 TOKEN = "hf_Zx81-not-a-real-token"  # present in the caller's environment, must appear in no output

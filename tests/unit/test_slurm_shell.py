@@ -4,17 +4,14 @@ The script is executed by real bash with ``srun``/``scontrol`` replaced by recor
 """
 
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import render_support as rs  # noqa: E402
-from ddpctl.errors import UnsupportedFeature  # noqa: E402
-from ddpctl.render import slurm  # noqa: E402
-from ddpctl.spec import spec_from_dict  # noqa: E402
-from render_cases import SLURM  # noqa: E402
+import render_support as rs
+from ddpctl.errors import UnsupportedFeature
+from ddpctl.render import slurm
+from ddpctl.spec import spec_from_dict
+from render_cases import SLURM
 
 HOSTILE = "$(touch pwned1) `touch pwned2` 'q\" ; touch pwned3 \\\nsecond line $HOME ${X:-y}"
 

@@ -2,22 +2,20 @@
 on the job's checkpoint volume, every node gets the directory as DDPCTL_TENSORBOARD, and a target with no volume
 all nodes see refuses in one line with the fix. The rendered files are checked by the real schemas and validators
 (compose spec + docker-compose rules, the CRDs, the webhooks, core pod validation) and the sbatch script by bash;
-the render cases here are also golden files (tests/render_cases.py), validated again by test_render_validate."""
+the render cases here are also golden files (tests/support/render_cases.py), validated again by test_render_validate."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import render_support as rs  # noqa: E402
-from ddpctl.errors import UnsupportedFeature  # noqa: E402
-from ddpctl.local.plan import plan_local  # noqa: E402
-from ddpctl.render import compose, pytorchjob, render_files, slurm, trainjob  # noqa: E402
-from ddpctl.spec import spec_from_dict  # noqa: E402
+import render_support as rs
+from ddpctl.errors import UnsupportedFeature
+from ddpctl.local.plan import plan_local
+from ddpctl.render import compose, pytorchjob, render_files, slurm, trainjob
+from ddpctl.spec import spec_from_dict
 
 TB = ["--tensorboard", "/checkpoints/tensorboard"]
 SHARED = ["/mnt/shared/ckpt:/checkpoints"]

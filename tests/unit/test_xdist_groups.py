@@ -13,7 +13,7 @@ from pathlib import Path
 from enginelock import LOCKS_ENV
 
 TESTS = Path(__file__).resolve().parents[1]
-SUITE_FILES = ("conftest.py", "enginelock.py", "runreport.py")
+SUITE_FILES = ("conftest.py", "support/enginelock.py", "support/runreport.py")
 
 
 def _own_run_env() -> dict[str, str]:
@@ -27,6 +27,7 @@ def _scratch_run(tmp_path: Path, modules: dict[str, str], workers: int) -> Path:
     """Run pytest-xdist (``--dist loadgroup``) with this suite's conftest on ``modules`` (file name -> text) in
     ``tmp_path``; returns the folder above its basetemp, where the scratch tests write what they saw."""
     for name in SUITE_FILES:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(TESTS / name, tmp_path / name)
     for name, text in modules.items():
         (tmp_path / name).write_text(text)

@@ -3,7 +3,7 @@
 Explicit ``Master: replicas: 1`` (the webhook rejects a nil value) plus ``Worker: replicas: N-1`` (no Worker for
 one node). The container is named ``pytorch``, exposes ``pytorchjob-port`` (the operator takes MASTER_PORT from
 it), and runs ``torchrun --no-python CMD`` with no topology flags: torchrun reads the ``PET_*`` env the operator
-injects (see tests/k8s_contract.py). ``nprocPerNode`` is explicit, ``/dev/shm`` is a memory-backed
+injects (see tests/support/k8s_contract.py). ``nprocPerNode`` is explicit, ``/dev/shm`` is a memory-backed
 emptyDir, and ``runPolicy`` cleans up running workers once the master is done.
 
 Elastic (``nodes: MIN:MAX``): ``Worker: replicas: MAX`` only (no Master: the operator's elastic contract has

@@ -1,4 +1,4 @@
-"""Helpers shared by the integration tests (imported as a plain module: tests/integration is on sys.path)."""
+"""Helpers shared by the integration tests (imported as a plain module: tests/conftest.py puts tests/support on sys.path)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 ``flock`` on ``engine`` in the run's lock directory, shared or exclusive, plus a ``gate`` that an exclusive
 request holds while it waits, so that new shared holders queue behind it instead of starving it. A process
 never waits for the gate while it holds the engine lock (it lets go first), so two exclusive requests cannot
-deadlock. Imported as a plain module (tests/ is on sys.path once tests/conftest.py is loaded), so every
+deadlock. Imported as a plain module (tests/support is on sys.path once tests/conftest.py is loaded), so every
 conftest of the suite shares one lock object per process.
 """
 

@@ -1,4 +1,4 @@
-"""Ending the processes a test started without waiting forever (imported as a plain module: tests/ is on sys.path
+"""Ending the processes a test started without waiting forever (imported as a plain module: tests/support is on sys.path
 once tests/conftest.py is loaded)."""
 
 from __future__ import annotations

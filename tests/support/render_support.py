@@ -18,7 +18,7 @@ from typing import Iterator
 
 from ddpctl.validate import check_document, k8s
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 K8S_VERSION = "1.33.0"  # TrainJob v2.3.0 needs Kubernetes >= 1.31
 
 

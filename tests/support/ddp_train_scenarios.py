@@ -5,8 +5,8 @@ summary line without its timing figures, the SHA-256 of every checkpoint file, a
 makes (sample logs, exit codes). A reorganisation that changes none of ddp-train's behaviour gives the same record
 byte for byte.
 
-    python tests/distributed/ddp_train_scenarios.py --record tests/distributed/ddp_train_scenarios.json
-    python tests/distributed/ddp_train_scenarios.py --check tests/distributed/ddp_train_scenarios.json [NAME ...]
+    python tests/support/ddp_train_scenarios.py --record tests/support/ddp_train_scenarios.json
+    python tests/support/ddp_train_scenarios.py --check tests/support/ddp_train_scenarios.json [NAME ...]
 
 (with ``PYTHONPATH=src``). ``tests/distributed/test_ddp_train_scenarios.py`` runs the check. Float results
 depend on the CPU's kernels, so the record carries a fingerprint of this machine's arithmetic (`probe`); a
@@ -25,8 +25,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_helpers import TOY, _finish, env, ok, run, summary, torchrun  # noqa: E402
+from ddp_helpers import TOY, _finish, env, ok, run, summary, torchrun
 
 # summary keys that measure time or the machine, not what the run computed
 VOLATILE = ("images_per_sec", "images_per_sec_per_rank", "step_time_s", "data_time_s", "epoch_time_s", "gpu_util",

@@ -50,6 +50,7 @@ def require(engine, host: str = "127.0.0.1") -> None:
     """A registry can run here (else itest_helpers.missing_part: skipped where docker-registry is not installed,
     a failure under `make test`) and the engine may push to it over plain HTTP (else a failure)."""
     import pytest
+
     from itest_helpers import missing_part
 
     problem = missing()

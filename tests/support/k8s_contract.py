@@ -1,5 +1,5 @@
 """A pure emulation of what the Kubeflow operators do to the pods of a rendered job (test-only; imported as
-a plain module with tests/ on sys.path).
+a plain module with tests/support on sys.path).
 
 No Kubernetes API is reachable from ddpctl's tests, so this module reproduces the *contract* of the two
 operators, from their source (see docs/render.md for the line-by-line notes):

@@ -41,9 +41,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from remoteaccess import PKI, SSH, SSH_PORTS, TLS_PORT, sshd_binary
-
 import testcache
+from remoteaccess import PKI, SSH, SSH_PORTS, TLS_PORT, sshd_binary
 
 ADDRESSES = ("10.216.0.1", "10.216.0.2")
 PREFIX = 24
