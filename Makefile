@@ -56,7 +56,7 @@ render: install  ## regenerate the checked-in examples under compose/ k8s/ slurm
 lint: install  ## ruff check src tests (the version pinned in pyproject.toml's dev extra)
 	$(BIN)/ruff check src tests
 
-# ---- images and the Docker Engine (see README "Images and the local cluster")
+# ---- images and the Docker Engine (docs/images.md; what make test installs and leaves: docs/testing.md)
 CUDA_BASE ?= pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime
 WHEELHOUSE ?= wheelhouse
 

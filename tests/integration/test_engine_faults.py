@@ -3,7 +3,7 @@ without --max-restarts), a Docker Engine that does not come back, a checkpoint d
 
 The daemon that is restarted or stopped is the test's own (ownengine.py: a real dockerd in a network namespace
 of its own, its own data root and socket; the CPU image streamed in once per module), never the shared one.
-Each test checks the ending the user sees (one line, the exit code of the README's table, no thread traceback)
+Each test checks the ending the user sees (one line, the exit code of docs/cli.md's table, no thread traceback)
 and that nothing is left behind. A second Docker host stopped mid-job is in test_two_hosts_faults.py.
 """
 

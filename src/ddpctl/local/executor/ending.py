@@ -1,7 +1,7 @@
 """How an attached job ended, in one line: the failures that are no node's own (a Docker Engine or host that
 went away, a run that exited 0 without saying it finished) and the command that resumes the job.
 
-Exit codes (the README's table): a node's failure is that node's code (:func:`~.attach.failure_message`);
+Exit codes (docs/cli.md's table): a node's failure is that node's code (:func:`~.attach.failure_message`);
 an engine or host that went away and ended the job is :data:`EXIT_ENGINE_LOST`; nodes that all exited 0 without
 the program saying it finished is 1.
 """
