@@ -9,7 +9,7 @@ CPU_IMAGE ?= ddpctl/ddp-train:cpu
 # the CUDA image the tests check (marker cuda_image), made with no registry: make image-cuda-local
 CUDA_TEST_IMAGE ?= ddpctl/ddp-train:cuda-local
 # pytest-xdist workers. `make test`: most integration tests wait on containers, Slurm or a registry rather than
-# compute, so 3 workers beat 2 on 2 cores (docs/BENCHMARKS.md); tests sharing a service run on one worker
+# compute, so 3 workers beat 2 on 2 cores (docs/benchmarks/2026-11-27-test-suite-history.md); tests sharing a service run on one worker
 # (xdist_group marks, --dist loadgroup). `make check`: CPU-bound, one worker per core.
 TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 2
@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 
 # Python writes its bytecode caches (__pycache__, git-ignored) even where the environment says not to: without
 # them every `ddpctl` and ddp-train process the tests start compiles ddpctl's or ddp_train's sources again, and
-# every pytest worker rewrites the test modules again (the CLI tests: 30 % more CPU; docs/BENCHMARKS.md)
+# every pytest worker rewrites the test modules again (the CLI tests: 30 % more CPU; docs/benchmarks/2026-11-27-test-suite-history.md)
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install check test unit render lint image image-cpu image-cuda-local engine base-image wheelhouse clean
