@@ -200,7 +200,7 @@ def test_host_runner_two_node_emulation():
 
 
 def test_socket_link_leaves_the_classic_program_on_the_local_link():
-    """The classic (seed-style) program is paced by its CPU input pipeline: its ddp cells stay on the host's own
+    """The classic (reference pipeline) program is paced by its CPU input pipeline: its ddp cells stay on the host's own
     link, also under --links socket alone; ddp-train's pipelines get their two-node cells."""
     p = plan(BenchOptions(workloads=("cifar10-resnet18",), pipelines=("device", "classic"), strategies=("single", "ddp"),
                           links=("local", "socket")), 4)
