@@ -6,6 +6,7 @@ import math
 import pytest
 
 from ddpctl.bench import forecast as fc
+from ddpctl.bench import scaling_model as model
 from ddpctl.bench.markdown import render_forecast
 
 
@@ -17,24 +18,24 @@ def probe_points(alpha_s: float, busbw: float, world: int, sizes=(1 << 13, 1 << 
 
 def test_the_probe_fit_recovers_latency_and_bandwidth():
     """Points on t = 30 us + 2(n-1)/n x bytes / 300 GB/s give back exactly those two figures."""
-    f = fc.fit_probe(probe_points(30e-6, 300e9, 4), 4)
+    f = model.fit_probe(probe_points(30e-6, 300e9, 4), 4)
     assert f.alpha_s == pytest.approx(30e-6, rel=1e-6) and f.busbw == pytest.approx(300e9, rel=1e-6)
     assert f.worst_error == pytest.approx(0, abs=1e-9)
     assert f.time(1 << 30) == pytest.approx(30e-6 + 1.5 * (1 << 30) / 300e9)
 
 
 def test_one_probe_size_gives_bandwidth_only():
-    f = fc.fit_probe([{"bytes": 1_000_000, "time_us": 10.0}], 2)  # 1 MB in 10 us on 2 ranks: 100 GB/s busbw
+    f = model.fit_probe([{"bytes": 1_000_000, "time_us": 10.0}], 2)  # 1 MB in 10 us on 2 ranks: 100 GB/s busbw
     assert (f.alpha_s, f.busbw) == (0.0, pytest.approx(100e9))
-    assert fc.fit_probe([], 2) is None and fc.fit_probe(probe_points(1e-5, 1e9, 2), 1) is None
+    assert model.fit_probe([], 2) is None and model.fit_probe(probe_points(1e-5, 1e9, 2), 1) is None
 
 
 def test_the_hierarchical_all_reduce_by_hand():
     """8 GPUs per node (alpha 20 us, busbw 100 GB/s in the node), a 10 GB/s link with 5 us per hop; 1 GB:
     in the node 20 us + 2x7/8 x 1e9 / 100e9 = 17.52 ms; between 2 nodes 2 hops x 5 us + 2x1/2 x 1e9 / 10e9 =
     100.01 ms; 8 nodes: 2 x min(7, 3) = 6 hops, 2x7/8 x 1e9 / 10e9 = 175 ms; 64 nodes: 12 hops (a tree)."""
-    link = fc.Link("test", "test link", 10.0, 5e-6)
-    net = fc.Network({8: fc.Fit(8, 20e-6, 100e9, 0.0)}, link)
+    link = model.Link("test", "test link", 10.0, 5e-6)
+    net = model.Network({8: model.Fit(8, 20e-6, 100e9, 0.0)}, link)
     assert net.allreduce(1e9, 1, 8) == pytest.approx(0.01752)
     assert net.allreduce(1e9, 2, 8) == pytest.approx(0.01752 + 0.10001)
     assert net.allreduce(1e9, 8, 8) == pytest.approx(0.01752 + 0.17503)
@@ -49,7 +50,7 @@ def test_the_hierarchical_all_reduce_by_hand():
 
 def test_the_startup_measurement_as_ddp_train_would_see_it():
     """32 MiB over 2 nodes x 1 GPU on a 10 GB/s link, no latency: busbw 1 x 32 MiB / (32 MiB / 10 GB/s) = 10."""
-    net = fc.Network({}, fc.Link("test", "test", 10.0, 0.0))
+    net = model.Network({}, model.Link("test", "test", 10.0, 0.0))
     assert net.startup_busbw_gbps(2, 1) == pytest.approx(10.0)
 
 
@@ -60,10 +61,10 @@ def test_the_plan_is_ddp_trains_auto_rule(busbw, world):
     compression = pytest.importorskip("ddp_train.comm.compression")  # imports torch
     theirs = compression.choose(compression="auto", graph_reducer="auto", bucket_mb=None, busbw_gbps=busbw,
                                 world=world)
-    mine = fc.auto_plan(busbw, world)
+    mine = model.auto_plan(busbw, world)
     assert (mine.compression, mine.reducer, mine.bucket_mb) == (theirs.compression, theirs.graph_reducer,
                                                                  theirs.bucket_mb)
-    assert (fc.SLOW_LINK_GBPS, fc.PROBE_BYTES) == (compression.SLOW_LINK_GBPS, compression.PROBE_BYTES)
+    assert (model.SLOW_LINK_GBPS, model.PROBE_BYTES) == (compression.SLOW_LINK_GBPS, compression.PROBE_BYTES)
 
 
 def test_comm_time_counts_buckets_and_bytes():
@@ -77,21 +78,21 @@ def test_comm_time_counts_buckets_and_bytes():
         return 1e-3 + nbytes / 1e10
 
     params = 25_557_032
-    assert fc.comm_time(params, fc.CommPlan("none", "flat", 25.0), allreduce) == pytest.approx(1e-3 + params * 4 / 1e10)
+    assert model.comm_time(params, model.CommPlan("none", "flat", 25.0), allreduce) == pytest.approx(1e-3 + params * 4 / 1e10)
     assert calls == [params * 4]
     calls.clear()
-    t = fc.comm_time(params, fc.CommPlan("bf16", "bucketed", 25.0), allreduce)
+    t = model.comm_time(params, model.CommPlan("bf16", "bucketed", 25.0), allreduce)
     assert calls == [params * 2 / 4] and t == pytest.approx(4e-3 + params * 2 / 1e10)  # 4 calls of the same size
 
 
 def test_the_step_with_and_without_overlap():
     """t_1 10 ms, o 0.5 ms, t_comm 8 ms: flat 18.5 ms; buckets with f 0.5: 4 ms hidden, 14.5 ms; f 1.0 with 30 ms
     of all-reduce hides at most the 10 ms of compute: 30.5 ms."""
-    fit = fc.StepFit(0.0005, 0.5, (), ())
-    assert fc.step_time(0.010, 0.008, fc.CommPlan("none", "flat", 25), fit) == pytest.approx(0.0185)
-    assert fc.step_time(0.010, 0.008, fc.CommPlan("bf16", "bucketed", 25), fit) == pytest.approx(0.0145)
-    full = fc.StepFit(0.0005, 1.0, (), ())
-    assert fc.step_time(0.010, 0.030, fc.CommPlan("bf16", "bucketed", 25), full) == pytest.approx(0.0305)
+    fit = model.StepFit(0.0005, 0.5, (), ())
+    assert model.step_time(0.010, 0.008, model.CommPlan("none", "flat", 25), fit) == pytest.approx(0.0185)
+    assert model.step_time(0.010, 0.008, model.CommPlan("bf16", "bucketed", 25), fit) == pytest.approx(0.0145)
+    full = model.StepFit(0.0005, 1.0, (), ())
+    assert model.step_time(0.010, 0.030, model.CommPlan("bf16", "bucketed", 25), full) == pytest.approx(0.0305)
 
 
 def test_fit_step_recovers_overhead_and_overlap():
@@ -103,12 +104,12 @@ def test_fit_step_recovers_overhead_and_overlap():
                 "t_step": 0.01 + 0.0003 + exposed}
 
     points = [cell("a", 0.0002, False), cell("b", 0.0004, False), cell("c", 0.003, True), cell("d", 0.009, True)]
-    fit = fc.fit_step(points, workload="w")
+    fit = model.fit_step(points, workload="w")
     assert (fit.overhead_s, fit.overlap) == (pytest.approx(0.0003), pytest.approx(0.4))
     assert fit.overhead_from == ("a", "b") and fit.overlap_from == ("c", "d")
-    other = fc.fit_step(points, workload="v")
+    other = model.fit_step(points, workload="v")
     assert (other.overhead_s, other.overlap) == (pytest.approx(0.0003), pytest.approx(0.4))
-    assert fc.fit_step([], workload="w") == fc.StepFit(0.0, 0.0, (), ())
+    assert model.fit_step([], workload="w") == model.StepFit(0.0, 0.0, (), ())
 
 
 def test_links_by_name_and_the_errors():
@@ -142,9 +143,9 @@ def model_report(keys=("w/device/ddp/2", "w/device/ddp/4", "w/device/ddp/2/socke
     for key in keys:
         n, link = int(key.split("/")[3]), ("socket" if key.endswith("socket") else "local")
         alpha, busbw = SOCKET if link == "socket" else LOCAL
-        world_gbps = 2 * (n - 1) / n * fc.PROBE_BYTES / (alpha + 2 * (n - 1) / n * fc.PROBE_BYTES / busbw) / 1e9
-        plan = fc.auto_plan(world_gbps, n)
-        t_comm = fc.comm_time(PARAMS, plan, lambda b, n=n, a=alpha, bw=busbw: a + 2 * (n - 1) / n * b / bw)
+        world_gbps = 2 * (n - 1) / n * model.PROBE_BYTES / (alpha + 2 * (n - 1) / n * model.PROBE_BYTES / busbw) / 1e9
+        plan = model.auto_plan(world_gbps, n)
+        t_comm = model.comm_time(PARAMS, plan, lambda b, n=n, a=alpha, bw=busbw: a + 2 * (n - 1) / n * b / bw)
         step = T_1 + OVERHEAD + t_comm * ((1 - OVERLAP) if plan.overlaps else 1.0)
         cells.append({"key": key, "workload": "w", "pipeline": "device", "strategy": "ddp", "gpus": n, "link": link,
                       "ok": True, "images_per_sec": {"median": n * 256 / step}, "step_time_s": step,
@@ -189,13 +190,13 @@ def test_the_forecast_rows_by_hand():
     (w,) = out["workloads"]
     assert (w["overhead_s"], w["overlap"]) == (pytest.approx(OVERHEAD), pytest.approx(OVERLAP))
     (row,) = [r for r in out["rows"] if r["nodes"] == 8]
-    link = fc.NAMED_LINKS["25gbe"]
-    net = fc.Network({4: fc.Fit(4, *LOCAL, 0.0)}, link)
+    link = model.NAMED_LINKS["25gbe"]
+    net = model.Network({4: model.Fit(4, *LOCAL, 0.0)}, link)
     # ddp-train's start-up would measure: 2x63/64 x 32 MiB / t(32 MiB on 8 x 8) -> slow -> bf16, buckets
-    t32 = (LOCAL[0] + 2 * 7 / 8 * fc.PROBE_BYTES / LOCAL[1]) + 6 * link.latency_s + 2 * 7 / 8 * fc.PROBE_BYTES / (
+    t32 = (LOCAL[0] + 2 * 7 / 8 * model.PROBE_BYTES / LOCAL[1]) + 6 * link.latency_s + 2 * 7 / 8 * model.PROBE_BYTES / (
         link.gbytes_per_s * 1e9)
-    assert row["startup_busbw_gbps"] == pytest.approx(2 * 63 / 64 * fc.PROBE_BYTES / t32 / 1e9)
-    plan = fc.auto_plan(row["startup_busbw_gbps"], 64)
+    assert row["startup_busbw_gbps"] == pytest.approx(2 * 63 / 64 * model.PROBE_BYTES / t32 / 1e9)
+    plan = model.auto_plan(row["startup_busbw_gbps"], 64)
     assert row["plan"]["grad_compression"] == "bf16" and row["plan"]["bucket_mb"] == plan.bucket_mb
     buckets = math.ceil(PARAMS * 4 / (plan.bucket_mb * (1 << 20)))
     t_comm = buckets * net.allreduce(PARAMS * 2 / buckets, 8, 8)
