@@ -82,7 +82,6 @@ def test_host_lists_split_the_same_way_everywhere():
 
 
 def test_hints_quote_every_value_for_the_shell():
-    from ddpctl.dockerengine.hosts_engine import NamedEngine
     from ddpctl.images.push import push_failure
     from ddpctl.local.executor.attach import failure_message
     from ddpctl.local.executor.several_hosts import docker_cli
@@ -90,6 +89,6 @@ def test_hints_quote_every_value_for_the_shell():
     evil = "x; touch pwned"
     hint = failure_message(evil, 1, 3, None).fix
     assert shlex.quote(evil) in hint and f"down {evil}'" not in hint
-    assert docker_cli(NamedEngine(evil, None)) == f"docker --context {shlex.quote(evil)}"
+    assert docker_cli(evil) == f"docker --context {shlex.quote(evil)}"
     fix = push_failure("reg.example:5000/a/b:1", "unauthorized: authentication required").fix
     assert "'docker login reg.example:5000'" in fix

@@ -167,6 +167,41 @@ def test_node_i_goes_to_host_i_and_calls_follow_the_container():
     assert not a.box and not b.box
 
 
+def test_start_job_takes_an_engine_over_docker_hosts_through_the_hosts_preflight(monkeypatch):
+    import ddpctl.host_gpus
+
+    monkeypatch.setattr(ddpctl.host_gpus, "gpu_count", lambda *a: pytest.fail("this machine's GPUs were counted"))
+    a, b = MemoryEngine(), MemoryEngine()
+    engine = HostsEngine([NamedEngine("tcp://a:2376", a), NamedEngine("tcp://b:2376", b)])
+    assert engine.node_per_host and executor.host_cpus(engine) is None  # each container sets its own threads
+    started = executor.start_job(_plan(), engine)
+    assert sorted(started.job.ids) == [0, 1] and len(a.box) == len(b.box) == 1
+    with pytest.raises(UsageError, match=r"on Docker host\(s\) tcp://a:2376, tcp://b:2376"):
+        executor.start_job(_plan(), engine)  # the hosts' clash check, not the single engine's
+
+
+def test_the_job_engine_places_node_i_on_docker_host_i():
+    from ddpctl.dockerengine import job_engine
+
+    data = {"name": "mh", "nodes": 2, "docker_hosts": "tcp://10.0.0.1:2376,tcp://10.0.0.2:2376"}
+    spec, engine = job_engine.for_spec(load_spec(None, data))  # nothing connects
+    assert engine.node_per_host and engine.endpoints() == ("tcp://10.0.0.1:2376", "tcp://10.0.0.2:2376")
+    assert spec.hosts == ("10.0.0.1", "10.0.0.2")  # node 0's address is the master
+    spec, _ = job_engine.for_spec(load_spec(None, {**data, "hosts": "a,b"}))
+    assert spec.hosts == ("a", "b")
+    with pytest.raises(UsageError) as info:
+        job_engine.for_spec(load_spec(None, {**data, "docker_hosts": "unix:///run/a.sock,tcp://10.0.0.2:2376"}))
+    assert str(info.value).startswith("Docker host unix:///run/a.sock is a socket on this machine")
+    assert "--hosts ADDR,ADDR" in str(info.value)
+    plain = load_spec(None, {"name": "one", "nodes": 2})
+    spec, engine = job_engine.for_spec(plain)
+    assert spec is plain and not engine.node_per_host and engine.endpoints() == (engine.name,)
+    assert job_engine.for_hosts(" tcp://a:2376, tcp://b:2376").endpoints() == ("tcp://a:2376", "tcp://b:2376")
+    assert not job_engine.for_hosts("").node_per_host
+    with pytest.raises(UsageError, match="lists tcp://a:2376 twice"):
+        job_engine.for_hosts("tcp://a:2376,tcp://a:2376")
+
+
 @pytest.mark.parametrize("fail", ["create", "start"])
 def test_a_failure_on_the_second_host_removes_the_first_hosts_node(fail):
     a, b = MemoryEngine(), MemoryEngine(fail_create=fail == "create", fail_start=fail == "start")
@@ -185,7 +220,9 @@ def test_a_running_job_on_any_host_is_a_clash():
 
 def test_missing_image_is_pulled_and_a_failed_pull_names_the_host():
     class NoImage(MemoryEngine):
-        pulled: list[str] = []
+        def __init__(self) -> None:
+            super().__init__()
+            self.pulled: list[str] = []
 
         def image_exists(self, ref): return ref in self.pulled
 
@@ -194,15 +231,19 @@ def test_missing_image_is_pulled_and_a_failed_pull_names_the_host():
                 raise RuntimeError("pull access denied for private/x")
             self.pulled.append(ref)
 
-    host = NamedEngine("ssh://me@b", NoImage())
-    executor.ensure_image(host, "ddpctl/ddp-train:cpu")
-    assert host.engine.pulled == ["ddpctl/ddp-train:cpu"]
+    said: list[str] = []
+    a, b = NoImage(), NoImage()
+    engine = HostsEngine([NamedEngine("tcp://a:2376", a), NamedEngine("ssh://me@b", b)])
+    host = engine.only(("ssh://me@b",))  # each host on its own, as the preflight sees it
+    executor.ensure_image(host, "ddpctl/ddp-train:cpu", said.append)
+    assert b.pulled == ["ddpctl/ddp-train:cpu"] and a.pulled == []
+    assert said == ["image ddpctl/ddp-train:cpu is not on Docker host ssh://me@b: pulling it there"]
     with pytest.raises(UsageError) as info:
         executor.ensure_image(host, "private/x:1")
     text = str(info.value)
     assert "image private/x:1 is not on Docker host ssh://me@b and pulling it there failed" in text
     assert "docker save private/x:1 | docker -H ssh://me@b load" in text
-    ctx = NamedEngine("gpu2", NoImage())
+    ctx = HostsEngine([NamedEngine("gpu2", NoImage())])
     with pytest.raises(UsageError, match="docker --context gpu2 load"):
         executor.ensure_image(ctx, "private/x:1")
 

@@ -160,7 +160,17 @@ def test_no_module_imports_another_modules_private_name():
 # lower layers named here, nothing above it.
 LAYERS = {
     # every Docker connection: below the executor, the image commands, doctor, bench and the CLI that use it
-    "ddpctl.dockerengine": ("ddpctl.errors", "ddpctl.rules", "ddpctl.launch", "ddpctl.local.engine_interface"),
+    # (ddpctl.spec: the job spec whose Docker hosts job_engine turns into an engine)
+    "ddpctl.dockerengine": ("ddpctl.errors", "ddpctl.rules", "ddpctl.launch", "ddpctl.spec",
+                            "ddpctl.local.engine_interface"),
+}
+# A package kept out of another: a module inside the first (key) imports no module of the second, but the entry
+# named (None: none at all). The executor knows the container engine only through ddpctl.local.engine_interface;
+# the CLI gets the engine a job runs on from ddpctl.dockerengine.job_engine and nothing else of that package (not
+# its __init__'s names either: the image commands, doctor and bench reach Docker through their own packages).
+ENTRIES = {
+    ("ddpctl.local.executor", "ddpctl.dockerengine"): None,
+    ("ddpctl.cli", "ddpctl.dockerengine"): "ddpctl.dockerengine.job_engine",
 }
 DOCKER_CLIENT_MAKERS = {"DockerClient", "APIClient", "from_env"}  # docker-py's ways to make a client
 
@@ -177,6 +187,16 @@ def layer_violations(root: Path, package: str, layers: dict[str, tuple[str, ...]
             if inside(m, layer):
                 bad += [f"{m} imports {t}" for t in sorted(targets)
                         if not inside(t, layer) and not any(inside(t, a) for a in allowed)]
+    return sorted(bad)
+
+
+def entry_violations(root: Path, package: str, entries: dict[tuple[str, str], str | None]) -> list[str]:
+    graph = import_graph(root, package)
+    bad = []
+    for (importer, imported), entry in entries.items():
+        for m, targets in graph.items():
+            if inside(m, importer):
+                bad += [f"{m} imports {t}" for t in sorted(targets) if inside(t, imported) and t != entry]
     return sorted(bad)
 
 
@@ -199,6 +219,28 @@ def client_makers(root: Path, package: str, home: str) -> list[str]:
 
 def test_the_layer_table_holds():
     assert layer_violations(SRC, "ddpctl", LAYERS) == []
+
+
+def test_the_executor_and_the_cli_reach_docker_engines_only_through_their_entries():
+    graph = import_graph(SRC, "ddpctl")
+    assert "ddpctl.dockerengine.job_engine" in graph["ddpctl.cli.up"]  # the walk sees the entry's use
+    assert entry_violations(SRC, "ddpctl", ENTRIES) == []
+
+
+def test_the_entry_check_sees_violations(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "eng").mkdir(parents=True)
+    (pkg / "run").mkdir()
+    (pkg / "cli").mkdir()
+    for f in ("__init__.py", "eng/__init__.py", "eng/concrete.py", "eng/entry.py", "run/__init__.py",
+              "cli/__init__.py"):
+        (pkg / f).write_text("")
+    (pkg / "run" / "a.py").write_text("def f():\n    from pkg.eng.concrete import E\n")
+    (pkg / "cli" / "b.py").write_text("from pkg.eng import entry\nfrom pkg.eng.entry import x\n")
+    (pkg / "cli" / "c.py").write_text("from pkg import eng\nfrom pkg.eng.concrete import E\n")
+    rules = {("pkg.run", "pkg.eng"): None, ("pkg.cli", "pkg.eng"): "pkg.eng.entry"}
+    assert entry_violations(tmp_path, "pkg", rules) == ["pkg.cli.c imports pkg.eng", "pkg.cli.c imports pkg.eng.concrete",
+                                                        "pkg.run.a imports pkg.eng.concrete"]
 
 
 def test_only_the_dockerengine_package_makes_docker_clients():

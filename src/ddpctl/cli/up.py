@@ -81,6 +81,7 @@ def up(**kw) -> None:
       ddpctl up -n 2 --docker-hosts ssh://me@gpu1,ssh://me@gpu2 -d
     """
     from ddpctl.cli import docker_hosts as dh
+    from ddpctl.dockerengine import job_engine
     from ddpctl.local.plan import plan_local
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
@@ -106,10 +107,8 @@ def up(**kw) -> None:
     else:
         workspace_options.refuse_unused(pip, spec.workspace.requirements, flag="--bake", allow_credentials=allow_credentials)
 
-    spec, engine = dh.place(spec)
-    several = bool(spec.docker_hosts)  # node i on Docker host i; threads are set in each container (CPUs unknown here)
-    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller(),
-                      host_cpus=None if several else executor.host_cpus(engine))
+    spec, engine = job_engine.for_spec(spec)
+    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller(), host_cpus=executor.host_cpus(engine))
     if dry_run:
         import yaml
 
@@ -126,14 +125,12 @@ def up(**kw) -> None:
         raise UsageError(f"--max-restarts {plan.max_restarts} needs an attached 'ddpctl up': it is the process "
                          "that restarts the job, and -d returns at once",
                          "drop -d (keep it running with nohup or tmux), or use --max-restarts 0")
-    from ddpctl.host_gpus import gpu_count as host_gpu_count
     from ddpctl.local import restarts
     from ddpctl.watch import tensorboard
 
-    started = executor.start_job(plan, engine, several=several, resume=resume, say=err,
-                                 host_gpus=0 if several or not plan.wants_gpus else host_gpu_count())
+    started = executor.start_job(plan, engine, resume=resume, say=err)
     job = started.job
-    on = f" on {len(spec.docker_hosts)} Docker host(s)" if several else ""
+    on = f" on {len(spec.docker_hosts)} Docker host(s)" if spec.docker_hosts else ""
     where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
     tb_dir = tensorboard.flag_value(plan.containers[0].argv)
     err(f"job {plan.job}: {len(job.ids)} node(s){on}, world size {plan.world_size}, image {plan.image}"

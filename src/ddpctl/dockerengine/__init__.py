@@ -3,15 +3,16 @@
 One entry: :func:`connect` (``DOCKER_HOST``'s engine, a URL or a docker context) -> a docker-py client that has
 answered, or one EngineError naming the engine and the fix. No other module makes a Docker client.
 
-- :mod:`.hosts`: Docker hosts as the user names them (``unix://``, ``tcp://``, ``ssh://``, a context name):
+- :mod:`.host_address`: Docker hosts as the user names them (``unix://``, ``tcp://``, ``ssh://``, a context name):
   resolve, client settings (a context's TLS files), the address the other nodes reach a host at.
 - :mod:`.client`: the docker-py client (TLS over REQUESTS_CA_BUNDLE, ``ssh://`` through :mod:`.ssh_transport`),
   settings from DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH, one-line reasons for a failed connection.
 - :mod:`.ssh`: the ``ssh`` command of an ``ssh://`` host, the check that says why it fails, its HostName;
   :mod:`.ssh_transport`: each HTTP connection is ``ssh HOST docker system dial-stdio`` (no paramiko).
 - :mod:`.tools`: image lookup, the nvidia-runtime test, a run-once container (the image commands share them).
-- :mod:`.engine`: ``DockerEngine``, the adapter of :class:`ddpctl.local.engine_interface.Engine` the executor runs on;
-  :mod:`.hosts_engine`: several Docker hosts as one Engine (``up --docker-hosts``).
+- :mod:`.docker_engine`: ``DockerEngine``, the adapter of :class:`ddpctl.local.engine_interface.Engine` the executor
+  runs on; :mod:`.hosts_engine`: several Docker hosts as one Engine (``up --docker-hosts``); :mod:`.job_engine`:
+  which of the two a job runs on (the CLI's one way into this package).
 
 ``docker`` is imported only inside functions, so importing this package costs nothing at ``ddpctl --help``.
 """

@@ -32,10 +32,13 @@ class NamedEngine:
 
 
 class HostsEngine(Engine):
+    node_per_host = True
+
     def __init__(self, hosts: Sequence[NamedEngine]) -> None:
         if not hosts:
             raise ValueError("HostsEngine needs at least one host")
         self.hosts = tuple(hosts)
+        self.name = ",".join(h.name for h in self.hosts)
         self._where: dict[str, NamedEngine] = {}
 
     # ------------------------------------------------------------------------------------------ routing
@@ -67,10 +70,6 @@ class HostsEngine(Engine):
         for h in self.hosts:
             h.engine.ping()
 
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return ",".join(h.name for h in self.hosts)
-
     def endpoint(self, cid: str) -> str:
         return self._host(cid).name
 
@@ -98,6 +97,10 @@ class HostsEngine(Engine):
 
     def has_nvidia_runtime(self, image: str | None = None) -> bool:
         return all(h.engine.has_nvidia_runtime(image) for h in self.hosts)
+
+    def pull_image(self, ref: str) -> None:
+        for h in self.hosts:
+            h.engine.pull_image(ref)
 
     def create_network(self, name: str, labels: dict[str, str]) -> str:
         if len(self.hosts) == 1:

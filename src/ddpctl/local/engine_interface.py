@@ -4,7 +4,9 @@
 
 The executor only calls these methods, so the rules about what is created and removed live in one
 place (the executor package) and the Docker specifics in another (:mod:`ddpctl.dockerengine`, whose
-:func:`~ddpctl.dockerengine.connect` makes every client, also the image commands'). ``docker`` is imported lazily.
+:func:`~ddpctl.dockerengine.connect` makes every client, also the image commands'). The executor never imports
+:mod:`ddpctl.dockerengine`: an engine over several Docker hosts is an Engine like any other, which says so with
+:attr:`Engine.node_per_host` and shows each host as ``engine.only((host,))``. ``docker`` is imported lazily.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class Engine(abc.ABC):
     """What ddpctl needs from a container engine."""
 
     name = "the Docker Engine"  # how messages name it (a DockerEngine: its URL)
+    # True for the Docker hosts a user named (``up --docker-hosts``): node i runs on endpoint i, none of them need
+    # be this machine (its GPUs, CPUs, ports and paths say nothing about them), a host that lacks the image pulls it
+    node_per_host = False
 
     def endpoint(self, cid: str) -> str:
         """The name of the engine that holds container ``cid`` (an engine over several hosts: that host's)."""
@@ -69,7 +74,8 @@ class Engine(abc.ABC):
         raise NotImplementedError
 
     def only(self, endpoints: tuple[str, ...]) -> "Engine":
-        """This engine limited to ``endpoints`` (those still answering): itself, unless it spans several."""
+        """This engine limited to ``endpoints`` (those still answering, or one host to check on its own): itself,
+        unless it spans several."""
         return self
 
     @abc.abstractmethod

@@ -1,6 +1,7 @@
 """Apply a :class:`~ddpctl.local.plan.LocalPlan` to an engine, and find/stream/remove jobs by label.
 
-This package is the only part of the local cluster with side effects. Rules:
+This package is the only part of the local cluster with side effects, and it knows the container engine only
+through :class:`~ddpctl.local.engine_interface.Engine` (it never imports :mod:`ddpctl.dockerengine`). Rules:
 
 - preflight first (engine reachable, GPUs, image, name clash, port): nothing is created on bad input;
 - creation is all-or-nothing: a failure (or Ctrl-C) halfway removes what was created;
@@ -24,8 +25,8 @@ The parts (callers use the names re-exported here):
 - :mod:`.ending`     the one-line ends that are no node's own (engine lost, run not finished) and the command
                      that resumes a job (``up --resume``);
 - :mod:`.lines`      the text of node output (``rank-N |`` prefixes, the launcher's failure line);
-- :mod:`.hosts`      a job on several Docker hosts: preflight on each (the image pulled where missing), then
-                     the same create/start through a :class:`~ddpctl.dockerengine.hosts_engine.HostsEngine`;
+- :mod:`.several_hosts`  a job on several Docker hosts: preflight on each (the image pulled where missing),
+                     then the same create/start through the one engine that spans them (``node_per_host``);
 - :mod:`.jobs`       ``ps`` / ``logs`` / ``down --all`` by label;
 - :mod:`.common`     labels and helpers the others share.
 """

@@ -45,16 +45,23 @@ class Started:
     seconds: float
 
 
-def start_job(plan, engine: Engine, *, several: bool, host_gpus: int, say: Say = say_nothing, resume: bool = False) -> Started:
-    """Create and start the job (all or nothing) on one engine or on several Docker hosts."""
+def start_job(plan, engine: Engine, *, say: Say = say_nothing, resume: bool = False,
+              host_gpus: int | None = None) -> Started:
+    """Create and start the job (all or nothing) on one engine or, when ``engine.node_per_host``, on the Docker
+    hosts it spans (each checked on its own). ``host_gpus``: the GPUs a job on this machine's engine may ask for
+    (default: what nvidia-smi counts here, asked only for a GPU job)."""
     from ddpctl.local.executor.create import up
     from ddpctl.local.executor.several_hosts import up_hosts
 
+    if host_gpus is None and not engine.node_per_host:
+        from ddpctl.host_gpus import gpu_count
+
+        host_gpus = gpu_count() if plan.wants_gpus else 0
     t0 = time.monotonic()
-    if several:
-        job = up_hosts(plan, engine, say=say, resume=resume)  # type: ignore[arg-type]
+    if engine.node_per_host:
+        job = up_hosts(plan, engine, say=say, resume=resume)
     else:
-        job = up(plan, engine, host_gpus=host_gpus, say=say, resume=resume)
+        job = up(plan, engine, host_gpus=host_gpus or 0, say=say, resume=resume)
     return Started(job, time.monotonic() - t0)
 
 

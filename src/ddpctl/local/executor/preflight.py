@@ -93,11 +93,14 @@ def clashes(plan: LocalPlan, engine: Engine) -> list[ContainerInfo]:
     return existing
 
 
-def host_cpus(engine: Engine | None = None) -> int:
+def host_cpus(engine: Engine | None = None) -> int | None:
     """CPUs of the host the containers run on (sets each process's OMP_NUM_THREADS, see ddpctl.launch).
 
-    A local engine (unix socket) shares this machine's CPUs; a remote one is asked (``docker info`` NCPU).
+    A local engine (unix socket) shares this machine's CPUs; a remote one is asked (``docker info`` NCPU). None
+    for an engine over several Docker hosts (``node_per_host``): each container sets its threads from its host's.
     """
+    if engine is not None and engine.node_per_host:
+        return None
     if engine is not None and not _engine_is_local():
         try:
             client = getattr(engine, "client", None)  # DockerEngine; other engines cannot say
