@@ -83,7 +83,7 @@ def main(argv=None) -> int:
             return compare_main(argv[1:])
         from ddp_train.config.settings import parse_args
 
-        args = parse_args(argv)
+        config = parse_args(argv)
         from ddp_train.runtime.startup import import_modules
 
         # torch, the compiler every optimizer step imports, and the training code, with the collector paused
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         from ddp_train.loop.trainer import run
 
         try:
-            code = run(args)
+            code = run(config)
         finally:
             distributed = dist.is_available() and dist.is_initialized()
         # A process that joined a process group leaves with os._exit: tearing down gloo/NCCL threads in

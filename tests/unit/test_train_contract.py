@@ -34,13 +34,13 @@ CELLS = [Cell(w, p, s, g, 64, 3, 7) for w, p, s, g in itertools.product(WORKLOAD
 @pytest.mark.parametrize("cell", CELLS, ids=[c.key for c in CELLS])
 def test_every_bench_flag_parses_with_ddp_trains_parser(cell, device):
     argv = ddp_train_args(cell, device, extra=("--seed", "3"))
-    args = parse_args(argv)  # ddp-train's parser and its checks; a flag it does not know is a TrainError
-    assert args.workload == WORKLOADS[cell.workload].train_workload
-    assert args.strategy == cell.strategy and args.batch_size == cell.batch_size
-    assert args.warmup_steps == cell.warmup and args.max_steps == cell.warmup + cell.steps
-    assert args.no_eval and args.progress == "lines" and args.seed == 3
-    assert (args.device == "cpu") == (device == "cpu")
-    assert args.data_pipeline == cell.pipeline  # one name per pipeline: the bench's are ddp-train's
+    config = parse_args(argv)  # ddp-train's parser and its checks; a flag it does not know is a TrainError
+    assert config.workload == WORKLOADS[cell.workload].train_workload
+    assert config.strategy == cell.strategy and config.batch_size == cell.batch_size
+    assert config.untimed_steps == cell.warmup and config.max_steps == cell.warmup + cell.steps
+    assert config.no_eval and config.progress == "lines" and config.seed == 3
+    assert (config.device == "cpu") == (device == "cpu")
+    assert config.data_pipeline == cell.pipeline  # one name per pipeline: the bench's are ddp-train's
 
 
 def test_bench_pipelines_are_ddp_trains_data_pipelines():

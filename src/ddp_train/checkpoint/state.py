@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from ddp_train.checkpoint import storage as ckpt_mod
+from ddp_train.config.run_config import RunConfig
 from ddp_train.data.position import Position, resume_position
 from ddp_train.errors import EXIT_CHECKPOINT, TrainError
 
@@ -52,29 +53,29 @@ def payload(*, model, optimizer, schedule, pos: Position, rngs, global_batch, ep
             "samples_done": schedule.samples_done, "schedule": dict(schedule.plan), "config": config}
 
 
-def run_config(args, *, world, per_rank_batch, strategy) -> dict:
+def identity(config: RunConfig, *, world, per_rank_batch, strategy) -> dict:
     """The run's identity as a checkpoint records it (a resume checks workload and model against it)."""
-    return {"workload": args.workload, "model": args.model, "seed": args.seed, "world_size": world,
-            "per_rank_batch": per_rank_batch, "epochs": args.epochs, "strategy": strategy}
+    return {"workload": config.workload, "model": config.model, "seed": config.seed, "world_size": world,
+            "per_rank_batch": per_rank_batch, "epochs": config.epochs, "strategy": strategy}
 
 
-def find(args, rt):
+def find(config: RunConfig, rt):
     """(path, state) of the checkpoint --resume names, as rank 0 read it, on every rank; (None, None) if none."""
     path = state = None
     if rt.is0:
-        if args.resume == "auto":
-            path, skipped = ckpt_mod.newest_valid(args.output_dir)
+        if config.resume == "auto":
+            path, skipped = ckpt_mod.newest_valid(config.output_dir)
             for p, why in skipped:
                 rt.warn(f"skipping checkpoint {p}: {why}")
         else:
-            path = args.resume
+            path = config.resume
     if rt.is0 and path:
         state = ckpt_mod.load(path)
         cfg = state["config"]
         for key in ("workload", "model"):
-            if cfg.get(key) != getattr(args, key):
+            if cfg.get(key) != getattr(config, key):
                 raise TrainError(f"checkpoint {path} is for {key} {cfg.get(key)!r}, this run is "
-                                 f"{getattr(args, key)!r}; use a matching --{key} or another --output-dir",
+                                 f"{getattr(config, key)!r}; use a matching --{key} or another --output-dir",
                                  EXIT_CHECKPOINT)
     if rt.multi:
         box = [(path, state)]
@@ -83,20 +84,20 @@ def find(args, rt):
     return path, state
 
 
-def resume(args, rt, parts, *, per_rank_batch, length):
+def resume(config: RunConfig, rt, parts, *, per_rank_batch, length):
     """Load the checkpoint --resume names into the run's parts; returns (its path, the run's position), or
     (None, a fresh start's position) when there is nothing to resume."""
     core, optimizer, schedule, lr = parts.core, parts.optimizer, parts.schedule, parts.lr
-    path, state = find(args, rt)
+    path, state = find(config, rt)
     if state is None:
-        if args.resume != "auto":
-            raise TrainError(f"--resume {args.resume}: nothing to resume", EXIT_CHECKPOINT)
+        if config.resume != "auto":
+            raise TrainError(f"--resume {config.resume}: nothing to resume", EXIT_CHECKPOINT)
         rt.say("ddp-train: no checkpoint to resume from; starting fresh")
         return None, Position()
     core.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    r = resume_position(state, world=rt.world, per_rank_batch=per_rank_batch, length=length, epochs=args.epochs,
-                        warmup_epochs=args.warmup_epochs)
+    r = resume_position(state, world=rt.world, per_rank_batch=per_rank_batch, length=length, epochs=config.epochs,
+                        lr_warmup_epochs=config.lr_warmup_epochs)
     schedule.load_state_dict(state["scheduler"], samples_done=r.samples_done, plan=r.plan)
     pos = r.position
     if r.redealt:  # elastic: deal the rest of this epoch's permutation out to the new ranks (docs/ddp-train.md)
@@ -106,10 +107,10 @@ def resume(args, rt, parts, *, per_rank_batch, length):
     if r.changed:
         rt.warn(f"resuming a checkpoint of {r.ck_world} ranks x batch {r.ck_batch} with {rt.world} x "
                 f"{per_rank_batch}: the global batch is now {rt.world * per_rank_batch}"
-                + (f" and --scale-lr sets the base LR to {lr:.6g}" if args.scale_lr else
+                + (f" and --scale-lr sets the base LR to {lr:.6g}" if config.scale_lr else
                    " with the same LR (--scale-lr would scale it)")
                 + "; not bit-identical to an uninterrupted run")
-        if args.scale_lr:  # the linear scaling rule for the batch in use now
+        if config.scale_lr:  # the linear scaling rule for the batch in use now
             schedule.rebase(lr)
     apply_rng(state.get("rng") or [], rt.rank, rt.device)
     rt.say(f"ddp-train: resumed from {path} at epoch {pos.epoch} step {pos.global_step}")
@@ -120,7 +121,7 @@ def _to_tuple(x):
     return tuple(_to_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
 
 
-def save(args, rt, parts, pos: Position, tag, *, metrics, per_rank_batch, epoch_steps, steps_per_epoch):
+def save(config: RunConfig, rt, parts, pos: Position, tag, *, metrics, per_rank_batch, epoch_steps, steps_per_epoch):
     """Every rank: its RNG states to rank 0, which writes the checkpoint and its metrics record; returns the
     path on rank 0, None elsewhere."""
     rngs = gather_rng(rt)
@@ -128,9 +129,9 @@ def save(args, rt, parts, pos: Position, tag, *, metrics, per_rank_batch, epoch_
         return None
     body = payload(model=parts.core, optimizer=parts.optimizer, schedule=parts.schedule, pos=pos, rngs=rngs,
                    global_batch=rt.world * per_rank_batch, epoch_steps=epoch_steps, steps_per_epoch=steps_per_epoch,
-                   config=run_config(args, world=rt.world, per_rank_batch=per_rank_batch, strategy=rt.strategy))
+                   config=identity(config, world=rt.world, per_rank_batch=per_rank_batch, strategy=rt.strategy))
     t0 = time.perf_counter()
-    path = ckpt_mod.save(args.output_dir, body, keep=args.keep_checkpoints)
+    path = ckpt_mod.save(config.output_dir, body, keep=config.keep_checkpoints)
     metrics.write("checkpoint", path=path, step=pos.global_step, epoch=pos.epoch, reason=tag,
                   seconds=round(time.perf_counter() - t0, 3))
     return path

@@ -1,7 +1,7 @@
 """How gradients cross the link: compression, graph-mode reducer and bucket size, chosen from the measured link.
 
 ``--grad-compression auto|none|bf16|powersgd``, ``--graph-reducer auto|flat|bucketed|ddp`` and ``--bucket-mb``
-(default: auto) are decided here once, before the step mode is planned and the model is wrapped (:func:`decide`);
+(default: auto) are decided here once, before the step mode is planned (``ddp_train.config.run_plan``) and the model is wrapped (:func:`decide`);
 the first log line of the run prints :meth:`CommPlan.describe` (which, and why).
 
 The ``auto`` rule. On a CUDA run of several ranks (NCCL) that leaves anything on auto, every rank times a
@@ -107,9 +107,11 @@ def measure_link(device: torch.device, world: int) -> float:
     return 2 * (world - 1) / world * PROBE_BYTES / float(took.item()) / 1e9
 
 
-def decide(args, *, device: torch.device, world: int, distributed: bool) -> CommPlan:
-    """Resolve the auto settings (in ``args``, which the rest of the run reads) and say why."""
-    auto = args.grad_compression == "auto" or args.graph_reducer == "auto" or args.bucket_mb is None
+def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, device: torch.device, world: int,
+           distributed: bool) -> CommPlan:
+    """Resolve the auto settings of ``--grad-compression``, ``--graph-reducer`` and ``--bucket-mb`` (as asked:
+    ``compression``, ``graph_reducer``, ``bucket_mb``) and say why; the rest of the run reads the plan."""
+    auto = compression == "auto" or graph_reducer == "auto" or bucket_mb is None
     busbw, why = None, ""
     if not (distributed and world > 1):
         why = "one process: nothing to all-reduce"
@@ -123,13 +125,12 @@ def decide(args, *, device: torch.device, world: int, distributed: bool) -> Comm
                              "in GB/s (e.g. 4.5) or unset it to measure at start-up", EXIT_USAGE) from None
     elif auto:
         busbw = measure_link(device, world)
-    plan = choose(compression=args.grad_compression, graph_reducer=args.graph_reducer, bucket_mb=args.bucket_mb,
+    plan = choose(compression=compression, graph_reducer=graph_reducer, bucket_mb=bucket_mb,
                   busbw_gbps=busbw, world=world, why_unmeasured=why)
     if busbw is not None and os.environ.get(LINK_ENV):
         plan = CommPlan(plan.compression, plan.graph_reducer, plan.bucket_mb, busbw, f"{LINK_ENV}: " + plan.reason)
     if not (distributed and world > 1):
         plan = CommPlan("none", plan.graph_reducer, plan.bucket_mb, None, plan.reason)
-    args.grad_compression, args.graph_reducer, args.bucket_mb = plan.compression, plan.graph_reducer, plan.bucket_mb
     return plan
 
 

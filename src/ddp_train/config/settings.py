@@ -1,14 +1,14 @@
-"""ddp-train's configuration: the parsed flags with the workload's defaults filled in, and every rule about
-them: those of the flags alone (``parse_args``), of the flags and the launch (``strategy_for``), and of the flags
-and the run's step plan (``check_plan``). The flags themselves are declared in ``flags``."""
+"""From the command line to the run's ``RunConfig``: the parsed flags with the workload's defaults filled in and
+the rules of the flags alone checked (``parse_args``). The flags are declared in ``flags``; the rules that relate
+the config to the launch and the step plan are in ``run_plan``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ddp_train.checkpoint.interval import CheckpointInterval
-from ddp_train.config import step_plan
 from ddp_train.config.flags import COMPILE_UNIT_MODELS, build_parser
+from ddp_train.config.run_config import RunConfig, from_namespace
 from ddp_train.errors import EXIT_USAGE, TrainError
 
 
@@ -37,7 +37,8 @@ WORKLOAD_DEFAULTS = {
 }
 
 
-def parse_args(argv):
+def parse_args(argv) -> RunConfig:
+    """The run's config from its command line; bad flags raise a one-line TrainError (exit 2)."""
     args = build_parser().parse_args(argv)
     d = WORKLOAD_DEFAULTS[args.workload]
     for name in ("model", "train_size", "test_size", "epochs", "batch_size", "lr", "synthetic_pool"):
@@ -82,50 +83,6 @@ def parse_args(argv):
         from ddp_train.observe.tensorboard import require
 
         require()
-    return args
+    return from_namespace(args)
 
 
-def strategy_for(args, world_size: int, launch_mode: str) -> str:
-    """The strategy this launch runs: --strategy, except that ddp in one plain process is single."""
-    if args.strategy in ("dp", "single") and world_size > 1:
-        raise TrainError(f"--strategy {args.strategy} runs in one process, but this launch has world size "
-                         f"{world_size}; use --strategy ddp or start one process", EXIT_USAGE)
-    if args.strategy == "ddp" and launch_mode == "single":
-        return "single"  # one plain process: nothing to be data-parallel with
-    return args.strategy
-
-
-def uses_own_reducer(args, graph_mode: bool) -> bool:
-    """Graph mode's own reducers (eager runs use DDP; --debug-reducer-in-eager: them too, for the CPU tests)."""
-    return args.graph_reducer in ("flat", "bucketed") and (graph_mode or args.debug_reducer_in_eager)
-
-
-def check_plan(args, *, graph_mode: bool) -> None:
-    """The flags that only apply to some step plans."""
-    if args.debug_skip_grad_sync and not (graph_mode and args.graph_reducer == "flat"):
-        raise TrainError("--debug-skip-grad-sync applies to graph mode's flat reducer only", EXIT_USAGE)
-    if args.debug_reducer_in_eager and args.graph_reducer == "ddp":
-        raise TrainError("--debug-reducer-in-eager takes --graph-reducer flat or bucketed", EXIT_USAGE)
-    if args.debug_per_step_buffer_broadcast and not uses_own_reducer(args, graph_mode):
-        raise TrainError("--debug-per-step-buffer-broadcast applies to graph mode's flat or bucketed reducer "
-                         "only (or with --debug-reducer-in-eager)", EXIT_USAGE)
-
-
-def timed_warmup(args, *, stop_at: int, graph_warmup_iters: int | None) -> int:
-    """The steps left out of the throughput figures: --warmup-steps (default 5, fewer for short runs); in graph
-    mode (``graph_warmup_iters``: its eager iterations) the timed window starts after them and the capture."""
-    warmup = args.warmup_steps if args.warmup_steps is not None else min(5, stop_at // 5)
-    if warmup >= stop_at:
-        raise TrainError(f"--warmup-steps {warmup} leaves no timed step out of {stop_at}; "
-                         "lower it or raise --max-steps/--epochs", EXIT_USAGE)
-    if graph_warmup_iters is not None and warmup <= graph_warmup_iters and graph_warmup_iters + 1 < stop_at:
-        warmup = graph_warmup_iters + 1
-    return warmup
-
-
-def plan_step(**kw):
-    """The run's step plan (``step_plan.plan_step``, same arguments), after refusing flags it cannot honour."""
-    why = step_plan.refusal(**kw)
-    if why:
-        raise TrainError(why, EXIT_USAGE)
-    return step_plan.plan_step(**kw)

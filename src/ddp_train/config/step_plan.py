@@ -3,10 +3,10 @@
 so it is tested anywhere).
 
 The graph mode captures forward, backward, DDP's gradient all-reduce and the optimizer step in one CUDA graph
-(PyTorch's whole-network capture recipe: DDP built on a side stream with ``static_graph=True``, eager warm-up
-iterations on that stream before capture) and replays it every step, so the host launches one graph instead of
-hundreds of kernels and NCCL calls. It costs a second or so at start (the warm-up steps are ordinary training
-steps; the capture itself is well under a second), which a run of ``GRAPH_MIN_STEPS`` steps repays.
+(PyTorch's whole-network capture recipe: DDP built on a side stream with ``static_graph=True``, eager
+iterations on that stream before capture: ``pre_capture_iters``) and replays it every step, so the host launches one graph instead of
+hundreds of kernels and NCCL calls. It costs a second or so at start (the iterations before the capture are ordinary
+training steps; the capture itself is well under a second), which a run of ``GRAPH_MIN_STEPS`` steps repays.
 ``torch.compile`` fuses kernels further (fewer, larger kernels in the captured step) but costs tens of seconds of
 compilation at start; ``--compile`` combines it with the graph (the compiled forward and backward are captured
 like the eager ones). ``auto`` (neither ``--compile`` nor ``--no-compile``) compiles a graph-mode run only if it
@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ddp_train.config.flags import GRAPH_MIN_STEPS
+from ddp_train.errors import EXIT_USAGE, TrainError
 
 # auto compile (--compile-if-repaid, the default): torch.compile for graph-mode runs long enough to repay its
 # start-up. Measured (docs/benchmarks/2026-11-26-benchmarks.md, ResNet-18 CIFAR, batch 256, cold inductor cache): 4x H100:
@@ -32,8 +33,8 @@ COMPILE_MIN_STEPS = 30_000
 
 # DDP needs this many eager iterations before its state is stable enough to capture (PyTorch CUDA graphs notes:
 # "at least 11 DDP-enabled eager iterations"); without DDP a few suffice (cuDNN autotuning, optimizer state).
-DDP_WARMUP_ITERS = 11
-PLAIN_WARMUP_ITERS = 3
+DDP_PRE_CAPTURE_ITERS = 11
+PLAIN_PRE_CAPTURE_ITERS = 3
 CAPTURING_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 
 
@@ -42,7 +43,7 @@ class StepPlan:
     mode: str  # "eager" | "graph"
     compile: bool
     reason: str
-    warmup_iters: int  # eager iterations before the capture (graph mode), 0 otherwise
+    pre_capture_iters: int  # graph mode's eager iterations before the capture, 0 otherwise
 
     def describe(self) -> str:
         what = {"graph": "whole step in one CUDA graph", "eager": "eager (op by op)"}[self.mode]
@@ -75,12 +76,18 @@ def plan_step(*, requested: str, device_type: str, strategy: str, precision: str
               compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int,
               distributed: bool, graph_reducer: str = "flat", compile_if_repaid: bool = True,
               compile_blocker: str | None = None) -> StepPlan:
-    """The step mode of a run whose flags ``refusal`` accepted (``config.plan_step`` checks, then calls this).
+    """The step mode of a run; flags it cannot honour (``refusal``) raise a one-line TrainError (exit 2).
     ``compile``: True/False as asked, None for auto. ``planned_steps``: the optimizer steps this process will run
     (after a resume: the steps left). ``compile_if_repaid``: with ``compile`` None, compile a graph-mode run of at
     least ``COMPILE_MIN_STEPS`` steps (the default; ``--no-compile-if-repaid`` turns it off).
     ``compile_blocker``: why torch.compile cannot work in this installation (``compile_blocker()``), or None: the
     auto rule then does not compile."""
+    why = refusal(requested=requested, device_type=device_type, strategy=strategy, precision=precision,
+                  compile=compile, compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
+                  planned_steps=planned_steps, distributed=distributed, graph_reducer=graph_reducer,
+                  compile_blocker=compile_blocker)
+    if why:
+        raise TrainError(why, EXIT_USAGE)
     plan = _plan(requested=requested, device_type=device_type, strategy=strategy, precision=precision,
                  compile=compile, compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
                  planned_steps=planned_steps, distributed=distributed, graph_reducer=graph_reducer)
@@ -106,7 +113,7 @@ def plan_step(*, requested: str, device_type: str, strategy: str, precision: str
 
 def refusal(*, requested: str, device_type: str, strategy: str, precision: str, compile: bool | None,
             compile_mode: str, sync_bn: bool, grad_compression: str, planned_steps: int, distributed: bool,
-            graph_reducer: str = "flat", compile_blocker: str | None = None, **_ignored) -> str | None:
+            graph_reducer: str = "flat", compile_blocker: str | None = None) -> str | None:
     """Why these flags cannot run as asked (one line with the fix), or None: an explicit --compile on CPU where
     torch.compile cannot build; --step-mode graph where a graph is ruled out or the run is too short for it."""
     if compile and compile_blocker and device_type == "cpu":
@@ -118,9 +125,9 @@ def refusal(*, requested: str, device_type: str, strategy: str, precision: str, 
                               graph_reducer=graph_reducer)
     if blockers:
         return f"--step-mode graph: {blockers[0]}; use --step-mode eager or auto"
-    warm = DDP_WARMUP_ITERS if distributed else PLAIN_WARMUP_ITERS
-    if planned_steps <= warm:
-        return (f"--step-mode graph needs more than {warm} steps ({warm} eager warm-up steps come before the "
+    pre_capture = DDP_PRE_CAPTURE_ITERS if distributed else PLAIN_PRE_CAPTURE_ITERS
+    if planned_steps <= pre_capture:
+        return (f"--step-mode graph needs more than {pre_capture} steps ({pre_capture} eager warm-up steps come before the "
                 f"capture), this run has {planned_steps}; raise --max-steps or use --step-mode eager")
     return None
 
@@ -130,12 +137,12 @@ def _plan(*, requested, device_type, strategy, precision, compile, compile_mode,
     blockers = graph_blockers(device_type=device_type, strategy=strategy, precision=precision, compile=compile,
                               compile_mode=compile_mode, sync_bn=sync_bn, grad_compression=grad_compression,
                               graph_reducer=graph_reducer)
-    warm = DDP_WARMUP_ITERS if distributed else PLAIN_WARMUP_ITERS
+    pre_capture = DDP_PRE_CAPTURE_ITERS if distributed else PLAIN_PRE_CAPTURE_ITERS
     want_compile = bool(compile)
     if requested == "eager":
         return StepPlan("eager", want_compile, "--step-mode eager", 0)
     if requested == "graph":
-        return StepPlan("graph", want_compile, "--step-mode graph", warm)
+        return StepPlan("graph", want_compile, "--step-mode graph", pre_capture)
     if blockers:
         return StepPlan("eager", want_compile, blockers[0], 0)
     if planned_steps < GRAPH_MIN_STEPS:
@@ -145,7 +152,7 @@ def _plan(*, requested, device_type, strategy, precision, compile, compile_mode,
     reason = f"{planned_steps} steps planned >= {GRAPH_MIN_STEPS}; warm-up and capture cost ~1 s"
     if compile is None:
         reason += "; no torch.compile unless --compile (--no-compile-if-repaid)"
-    return StepPlan("graph", want_compile, reason, warm)
+    return StepPlan("graph", want_compile, reason, pre_capture)
 
 
 def compile_blocker(torch_dir: str) -> str | None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ddp_train.config.run_config import RunConfig
 from ddp_train.data.position import steps_per_epoch
 from ddp_train.errors import EXIT_DATA, EXIT_USAGE, TrainError
 
@@ -212,14 +213,14 @@ def load_mnist(data_dir):
     return out
 
 
-def load_splits(args, shape, num_classes, device) -> dict[str, Split]:
-    if args.data_dir:
-        splits = load_cifar10(args.data_dir) if args.workload == "cifar10" else load_mnist(args.data_dir)
+def load_splits(config: RunConfig, shape, num_classes, device) -> dict[str, Split]:
+    if config.data_dir:
+        splits = load_cifar10(config.data_dir) if config.workload == "cifar10" else load_mnist(config.data_dir)
         return {k: Split(v.images.to(device), v.labels.to(device), v.length, v.source) for k, v in splits.items()}
-    pool = args.synthetic_pool
+    pool = config.synthetic_pool
     return {
-        "train": make_synthetic(shape, num_classes, args.train_size, pool, args.seed, "train", device),
-        "test": make_synthetic(shape, num_classes, args.test_size, pool and max(1, pool // 4), args.seed, "test", device),
+        "train": make_synthetic(shape, num_classes, config.train_size, pool, config.seed, "train", device),
+        "test": make_synthetic(shape, num_classes, config.test_size, pool and max(1, pool // 4), config.seed, "test", device),
     }
 
 

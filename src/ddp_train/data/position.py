@@ -86,7 +86,7 @@ class Resumed:
 
 
 def resume_position(state: dict, *, world: int, per_rank_batch: int, length: int, epochs: int,
-                    warmup_epochs: float) -> Resumed:
+                    lr_warmup_epochs: float) -> Resumed:
     """Where a run continues from a checkpoint's ``state`` on ``world`` ranks of ``per_rank_batch`` each.
     Checkpoints of older versions lack some keys; their values follow from the others."""
     cfg = state["config"]
@@ -96,7 +96,7 @@ def resume_position(state: dict, *, world: int, per_rank_batch: int, length: int
     pos = Position(state["epoch"], state["step_in_epoch"], state["step"])
     samples_done = state.get("samples_done", pos.global_step * ck_global)
     plan = state.get("schedule") or {"total": ck_steps * epochs * ck_global,
-                                     "warm": int(warmup_epochs * ck_steps) * ck_global}
+                                     "warm": int(lr_warmup_epochs * ck_steps) * ck_global}
     segment = tuple(state["segment"]) if state.get("segment") else None
     sample = state.get("epoch_sample")
     if sample is None:

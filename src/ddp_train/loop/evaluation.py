@@ -11,12 +11,13 @@ import torch.distributed as dist
 from torch import nn
 
 from ddp_train.comm import sync as sync_mod
+from ddp_train.config.run_config import RunConfig
 from ddp_train.model import compile_scope
 
 
 class Checks:
-    def __init__(self, args, rt, parts, runner, metrics, *, eval_pipeline, test_split):
-        self.args, self.rt, self.p, self.runner, self.metrics = args, rt, parts, runner, metrics
+    def __init__(self, config: RunConfig, rt, parts, runner, metrics, *, eval_pipeline, test_split):
+        self.config, self.rt, self.p, self.runner, self.metrics = config, rt, parts, runner, metrics
         self.ev, self.test_split = eval_pipeline, test_split
         self.buffers_as_of = None  # the step after which every rank's buffers are a per-step broadcast's
 
@@ -28,7 +29,7 @@ class Checks:
         r = self.p.reducer
         if r is None or not r.deferred:
             return
-        n, every = pos.global_step + 1, self.args.sync_check_every
+        n, every = pos.global_step + 1, self.config.sync_check_every
         if n >= stop_at or pos.step_in_epoch + 1 >= epoch_steps or (every and n % every == 0):
             r.sync_buffers()
             self.buffers_as_of = n
@@ -52,7 +53,7 @@ class Checks:
         loss_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
         count = torch.zeros((), dtype=torch.float64, device=rt.device)
         idx = torch.arange(rt.rank, self.test_split.length, rt.world, device=rt.device) % self.test_split.pool
-        bs = max(256, self.args.batch_size)
+        bs = max(256, self.config.batch_size)
         for s in range(0, idx.numel(), bs):
             b = idx[s:s + bs]
             x, y = ev.normalize(ev.images[b]), ev.labels[b]
@@ -74,7 +75,7 @@ class Checks:
     def sync_check(self, step):
         """Every rank's parameters and buffers compared bit for bit; the result (rank 0 says it)."""
         self._buffers_for_reading(step)
-        res = sync_mod.check(self.p.core, self.args.sync_bn)
+        res = sync_mod.check(self.p.core, self.config.sync_bn)
         if self.rt.is0:
             say = self.rt.say
             if res["bn_stats_drift"]:

@@ -11,20 +11,22 @@ import time
 
 import torch
 
+from ddp_train.config.run_config import RunConfig
+
 EXIT_SIMULATED_CRASH = 17  # --debug-exit-rank: the code a crashed peer leaves with
 
 
-def after_step(args, *, rank, world, epoch, step_in_epoch, global_step, loader, core) -> None:
-    if args.debug_sample_log and getattr(loader, "last_indices", None) is not None:
-        os.makedirs(args.debug_sample_log, exist_ok=True)
-        with open(os.path.join(args.debug_sample_log, f"samples-rank{rank}.txt"), "a") as f:
+def after_step(config: RunConfig, *, rank, world, epoch, step_in_epoch, global_step, loader, core) -> None:
+    if config.debug_sample_log and getattr(loader, "last_indices", None) is not None:
+        os.makedirs(config.debug_sample_log, exist_ok=True)
+        with open(os.path.join(config.debug_sample_log, f"samples-rank{rank}.txt"), "a") as f:
             f.write(f"{epoch} {step_in_epoch} {world} " + ",".join(map(str, loader.last_indices.tolist())) + "\n")
-    if args.debug_step_sleep:
-        time.sleep(args.debug_step_sleep)
-    if args.debug_perturb_rank is not None and rank == args.debug_perturb_rank and global_step == 1:
+    if config.debug_step_sleep:
+        time.sleep(config.debug_step_sleep)
+    if config.debug_perturb_rank is not None and rank == config.debug_perturb_rank and global_step == 1:
         with torch.no_grad():
             next(core.parameters()).add_(1e-3)
-    if args.debug_exit_rank is not None and rank == args.debug_exit_rank and global_step == args.debug_exit_step:
+    if config.debug_exit_rank is not None and rank == config.debug_exit_rank and global_step == config.debug_exit_step:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_SIMULATED_CRASH)  # simulate a crashed peer

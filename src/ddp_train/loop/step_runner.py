@@ -1,5 +1,5 @@
-"""One training step on the device, in the run's step mode: eager (op by op), or graph mode's eager warm-up
-iterations on a side stream, one capture into a CUDA graph, then replays of it (step_plan.py: why and when)."""
+"""One training step on the device, in the run's step mode: eager (op by op), or graph mode's eager
+pre-capture iterations on a side stream, one capture into a CUDA graph, then replays of it (step_plan.py: why and when)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ import torch
 
 
 class StepRunner:
-    def __init__(self, rt, parts, *, graph_mode: bool, warmup_iters: int, acc):
+    def __init__(self, rt, parts, *, graph_mode: bool, pre_capture_iters: int, acc):
         self.rt, self.p = rt, parts
         self.graph_mode = graph_mode
-        self.warm_left = warmup_iters if graph_mode else 0  # graph mode's eager iterations before the capture
+        self.pre_capture_left = pre_capture_iters if graph_mode else 0  # graph mode's eager iterations before the capture
         self.acc = acc  # this epoch's training loss sum and correct count, on the device
         self.graph = None  # the captured step (graph mode, once captured)
-        self.capture_s = self.warmup_iters_s = self.startup_s = None
+        self.capture_s = self.pre_capture_s = self.startup_s = None
         self._unready_said = False
-        self._warm_t0 = None
+        self._pre_capture_t0 = None
 
     def start(self):
-        """The clock of graph mode's warm-up starts with the loop."""
-        self._warm_t0 = time.perf_counter()
+        """The clock of graph mode's pre-capture iterations starts with the loop."""
+        self._pre_capture_t0 = time.perf_counter()
 
     def autocast(self):
         if self.p.amp_dtype is None:
@@ -58,7 +58,7 @@ class StepRunner:
         with torch.no_grad():
             self.acc.add_(torch.stack([loss.detach().float() * y.shape[0], (out.detach().argmax(1) == y).sum().float()]))
 
-    def _warmup_step(self, x, y):
+    def _pre_capture_step(self, x, y):
         """An ordinary training step, run eagerly on the side stream before the capture (graph mode)."""
         dev = self.rt.device
         cur = torch.cuda.current_stream(dev)
@@ -120,13 +120,13 @@ class StepRunner:
             self._check_unready(global_step)
         elif self.graph is not None:
             self._replay(x, y)
-        elif self.warm_left > 0:
-            self._warmup_step(x, y)
+        elif self.pre_capture_left > 0:
+            self._pre_capture_step(x, y)
             self._check_unready(global_step)
-            if self.warm_left == 1:
+            if self.pre_capture_left == 1:
                 self.rt.sync_device()
-                self.warmup_iters_s = time.perf_counter() - self._warm_t0
-            self.warm_left -= 1
+                self.pre_capture_s = time.perf_counter() - self._pre_capture_t0
+            self.pre_capture_left -= 1
         else:
             self._capture(x, y)
             self._replay(x, y)

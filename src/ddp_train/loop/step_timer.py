@@ -1,6 +1,6 @@
 """The step timer: which steps count towards the throughput figures, and how long they took.
 
-The first `warmup_steps` global steps are never timed (cuDNN autotuning, allocator growth, graph capture).
+The first `untimed_steps` global steps (``--warmup-steps``) are never timed (cuDNN autotuning, allocator growth, graph capture).
 After them the clock runs in segments: `pause()` before anything that is not training (a checkpoint, a sync
 check, evaluation, the end of an epoch) and `resume()` after it, so only training time is counted. Data time
 (waiting for the next batch) is counted inside the timed segments too, and reported apart from the step time
@@ -14,8 +14,8 @@ import time
 
 
 class StepTimer:
-    def __init__(self, warmup_steps, sync=lambda: None, gpu=None, clock=time.perf_counter):
-        self.warmup_steps = warmup_steps
+    def __init__(self, untimed_steps, sync=lambda: None, gpu=None, clock=time.perf_counter):
+        self.untimed_steps = untimed_steps
         self.sync = sync  # waits for the device's queued work
         self.gpu = gpu  # GpuStats (or None): samples utilisation only while the clock runs
         self.clock = clock
@@ -29,8 +29,8 @@ class StepTimer:
         return self._start is not None
 
     def resume(self, global_step):
-        """Open a segment, once the warm-up steps are behind (a no-op before them or while running)."""
-        if global_step >= self.warmup_steps and self._start is None:
+        """Open a segment, once the untimed steps are behind (a no-op before them or while running)."""
+        if global_step >= self.untimed_steps and self._start is None:
             self.sync()
             self._start = self.clock()
             self._gpu_active(True)
@@ -54,11 +54,11 @@ class StepTimer:
 
     def step_done(self, global_step, data_s):
         """A training step ended at `global_step` after `data_s` seconds of waiting for its batch: it counts if the
-        clock ran, and the clock starts once the warm-up steps are done."""
+        clock ran, and the clock starts once the untimed steps are done."""
         if self._start is not None:
             self.steps += 1
             self.data_seconds += data_s
-        if global_step == self.warmup_steps:
+        if global_step == self.untimed_steps:
             self.resume(global_step)
 
     # ----------------------------------------------------------------------------- figures (None: no timed step)

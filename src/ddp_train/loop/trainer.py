@@ -3,6 +3,7 @@ runs the loop over them; docs/architecture.md maps the parts."""
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -12,7 +13,8 @@ import torch
 from ddp_train.checkpoint import state as checkpoint_state
 from ddp_train.checkpoint import storage as ckpt_mod
 from ddp_train.comm import compression
-from ddp_train.config import settings as config
+from ddp_train.config import run_plan
+from ddp_train.config.run_config import RunConfig
 from ddp_train.config.settings import WORKLOAD_DEFAULTS
 from ddp_train.data import inputs
 from ddp_train.data.position import Position, run_length
@@ -30,12 +32,12 @@ from ddp_train.runtime.process import Runtime
 
 
 class Trainer:
-    def __init__(self, args):
-        self.args = args
-        self.rt = Runtime(args)
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self.rt = Runtime(config)
 
     def setup(self):
-        a, rt, d = self.args, self.rt, WORKLOAD_DEFAULTS[self.args.workload]
+        a, rt, d = self.config, self.rt, WORKLOAD_DEFAULTS[self.config.workload]
         torch.manual_seed(a.seed)  # same initial weights on every rank (DDP also broadcasts rank 0's)
         random.seed(a.seed + rt.rank)
         num = parts.numerics(a, rt)
@@ -46,16 +48,14 @@ class Trainer:
         self.steps_per_epoch = len(inp.loader)
         total_steps = self.steps_per_epoch * a.epochs
         self.stop_at = min(total_steps, a.max_steps) if a.max_steps else total_steps
-        self.comm = compression.decide(a, device=rt.device, world=rt.world, distributed=rt.distributed)
+        comm = compression.decide(compression=a.grad_compression, graph_reducer=a.graph_reducer,
+                                  bucket_mb=a.bucket_mb, device=rt.device, world=rt.world, distributed=rt.distributed)
         # planned on the whole run (a resumed run plans the same way, so it picks the same mode)
-        self.plan = plan = parts.plan_step(a, rt, precision=num.precision, planned_steps=self.stop_at)
-        graph_mode = plan.mode == "graph"
-        own_reducer = config.uses_own_reducer(a, graph_mode)
-        config.check_plan(a, graph_mode=graph_mode)
-        self.warmup_steps = config.timed_warmup(a, stop_at=self.stop_at,
-                                                graph_warmup_iters=plan.warmup_iters if graph_mode else None)
+        self.plan = plan = run_plan.decide(a, comm, device_type=rt.device.type, strategy=rt.strategy,
+                                           precision=num.precision, planned_steps=self.stop_at, stop_at=self.stop_at,
+                                           distributed=rt.distributed, torch_dir=os.path.dirname(torch.__file__))
         self.log_interval = a.log_interval or max(1, self.steps_per_epoch // 10)
-        self.p = p = parts.build(a, rt, plan=plan, shape=tuple(inp.train_split.images.shape[1:]),
+        self.p = p = parts.build(a, rt, graph_mode=plan.graph_mode, shape=tuple(inp.train_split.images.shape[1:]),
                                  num_classes=int(d.num_classes), global_batch=gb,
                                  steps_per_epoch=self.steps_per_epoch, total_steps=total_steps, num=num)
         self.resumed_from, self.pos = checkpoint_state.resume(
@@ -66,10 +66,11 @@ class Trainer:
                                       epochs=a.epochs, max_steps=a.max_steps)[1]
         self.control = preempt.StopControl(distributed=rt.multi, rank=rt.rank,
                                            interval_s=a.checkpoint_interval.seconds if a.output_dir else 0.0)
-        parts.wrap(a, rt, p, plan=plan, n_dp=num.n_dp, comm=self.comm)
+        parts.wrap(a, rt, p, plan=plan, n_dp=num.n_dp)
         self.acc = torch.zeros(2, device=rt.device)  # this epoch's training loss sum and correct count
-        self.runner = StepRunner(rt, p, graph_mode=graph_mode, warmup_iters=plan.warmup_iters, acc=self.acc)
-        self.metrics = MetricsFile.for_run(a, rt.is0)
+        self.runner = StepRunner(rt, p, graph_mode=plan.graph_mode, pre_capture_iters=plan.step.pre_capture_iters,
+                                 acc=self.acc)
+        self.metrics = MetricsFile.for_run(metrics_file=a.metrics_file, output_dir=a.output_dir, is0=rt.is0)
         self.checks = Checks(a, rt, p, self.runner, self.metrics, eval_pipeline=inp.eval_pipeline,
                              test_split=inp.test_split)
         # every rank's buffers are a per-step broadcast's as of here (the reducer has just broadcast them all; a
@@ -80,17 +81,17 @@ class Trainer:
         self.bar = rt.is0 and not a.quiet and (a.progress == "bar" or (a.progress == "auto" and sys.stderr.isatty()))
         self.header = summary_mod.header(
             a, rt, device_name=device_name(rt.device), inputs=inp, parts=p, num=num, plan=plan,
-            own_reducer=own_reducer, per_rank_batch=self.per_rank_batch, steps_per_epoch=self.steps_per_epoch)
-        self.header["comm_reason"] = self.comm.reason  # the step plan's reason is in the header already
-        rt.say("ddp-train: step: " + plan.describe() + " | comm: " + self.comm.describe() + " | "
+            per_rank_batch=self.per_rank_batch, steps_per_epoch=self.steps_per_epoch)
+        self.header["comm_reason"] = comm.reason  # the step plan's reason is in the header already
+        rt.say("ddp-train: step: " + plan.step.describe() + " | comm: " + comm.describe() + " | "
                + " ".join(f"{k}={v}" for k, v in self.header.items() if not k.endswith("_reason")))
         self.metrics.write("start", **self.header)
 
     def save_checkpoint(self, tag):
         """Every rank: its RNG states to rank 0, which writes the checkpoint (with --output-dir)."""
-        if not self.args.output_dir:
+        if not self.config.output_dir:
             return None
-        path = checkpoint_state.save(self.args, self.rt, self.p, self.pos, tag, metrics=self.metrics,
+        path = checkpoint_state.save(self.config, self.rt, self.p, self.pos, tag, metrics=self.metrics,
                                      per_rank_batch=self.per_rank_batch, epoch_steps=self.epoch_steps,
                                      steps_per_epoch=self.steps_per_epoch)
         self.control.saved()
@@ -99,12 +100,17 @@ class Trainer:
     def train(self):
         """Epochs of steps from where the run stands to its last step, then the end-of-run evaluation and sync
         check; writes the summary line (rank 0) and returns the exit code. A stop request leaves by Preempted."""
-        a, rt, pos = self.args, self.rt, self.pos
-        timer = StepTimer(self.warmup_steps, sync=rt.sync_device, gpu=self.gpu)
+        a, rt, pos = self.config, self.rt, self.pos
+        timer = StepTimer(self.plan.untimed_steps, sync=rt.sync_device, gpu=self.gpu)
         outcome = Outcome()
-        self.saved_at, self.records = -1, ProgressRecords(self)  # last checkpoint's step; progress records
+        self.saved_at = -1  # the last checkpoint's step
+        self.records = ProgressRecords(
+            on=a.progress_records == "on", tensorboard=a.tensorboard if rt.is0 else None, total=self.stop_at,
+            epochs=a.epochs, saves_checkpoints=bool(a.output_dir), metrics=self.metrics, gpu=self.gpu,
+            resumed=(pos.global_step, self.resumed_from) if self.resumed_from else None, elapsed=rt.elapsed,
+            rank=rt.rank, world_size=rt.world, local_rank=rt.launch.local_rank)
         self.runner.start()
-        self.prof = StepProfiler(a.profile_dir, a.profile_steps, rt.rank, rt.device, self.warmup_steps,
+        self.prof = StepProfiler(a.profile_dir, a.profile_steps, rt.rank, rt.device, self.plan.untimed_steps,
                                  self.stop_at, pos.global_step)
         stop = pos.global_step >= self.stop_at
         if stop:
@@ -132,7 +138,7 @@ class Trainer:
                 self._epoch_done(epoch, ep_time, outcome)
             if self.saved_at != pos.global_step and (completed or stop):
                 self.save_checkpoint("epoch" if completed else "stop")
-                self.saved_at = pos.global_step
+                self._saved(pos.global_step)
             timer.resume(pos.global_step)
         timer.pause()
         if self.prof.prof is not None:  # the run ended inside the profiled steps
@@ -148,7 +154,7 @@ class Trainer:
     def _epoch(self, epoch, timer, outcome):
         """This epoch's steps, from where the run stands to the epoch's end or the run's last step, with its log
         lines. Returns (samples seen, whether the run stops); a failed sync check stops it (in `outcome.sync`)."""
-        a, rt, pos = self.args, self.rt, self.pos
+        a, rt, pos = self.config, self.rt, self.pos
         seen, stop = 0, False
         log = IntervalLog(rt.device, lambda rec: emit(rec, rt=rt, metrics=self.metrics, gpu=self.gpu, epochs=a.epochs,
                                                       global_batch=self.global_batch, epoch_steps=self.epoch_steps, records=self.records))
@@ -193,7 +199,7 @@ class Trainer:
     def _between_steps(self, timer, last):
         """Every rank, every step: agree on a stop request (SIGTERM/SIGUSR1) and the time cadence, then save a
         checkpoint and check the ranks' sync where due, off the clock. Returns a failed sync check's result."""
-        a, step = self.args, self.pos.global_step
+        a, step = self.config, self.pos.global_step
         decision = self.control.poll()
         if decision.stop:
             timer.pause()
@@ -202,7 +208,7 @@ class Trainer:
         if (every or decision.save) and not last:
             timer.pause()
             self.save_checkpoint("every" if every else "interval")
-            self.saved_at = step
+            self._saved(step)
             timer.resume(step)
         if a.sync_check_every and step % a.sync_check_every == 0 and self.rt.multi and not last:
             timer.pause()
@@ -216,17 +222,18 @@ class Trainer:
         """The epoch ran to its end: evaluate (unless --no-eval), then its metrics record and line."""
         o.epochs_completed += 1
         self.pos.next_epoch()
-        if not self.args.no_eval:
+        if not self.config.no_eval:
             o.test_acc, o.test_loss = self.checks.evaluate(self.pos.global_step)
-        epoch_line(o, epoch, ep_time, rt=self.rt, metrics=self.metrics, gpu=self.gpu, epochs=self.args.epochs, records=self.records)
+        epoch_line(o, epoch, ep_time, rt=self.rt, metrics=self.metrics, gpu=self.gpu, epochs=self.config.epochs,
+                   step=self.pos.global_step, records=self.records)
         self.epoch_steps = self.steps_per_epoch
 
     def _write_summary(self, timer, outcome):
         """The summary line on rank 0's stdout (and in its metrics file); returns the run's exit code."""
-        a, r = self.args, self.runner
+        a, r = self.config, self.runner
         summary = summary_mod.build(
             self.header, timer, outcome, steps=self.pos.global_step, gpu_util=self.gpu.mean_util(),
-            gpu_mem_gb=self.gpu.mem_gb(), startup_s=r.startup_s, warmup_iters_s=r.warmup_iters_s, capture_s=r.capture_s,
+            gpu_mem_gb=self.gpu.mem_gb(), startup_s=r.startup_s, pre_capture_s=r.pre_capture_s, capture_s=r.capture_s,
             checkpoint=(ckpt_mod.list_checkpoints(a.output_dir) or [None])[-1] if a.output_dir else None,
             resumed_from=self.resumed_from, wall_time_s=round(self.rt.elapsed(), 3))
         if self.rt.is0:
@@ -235,7 +242,7 @@ class Trainer:
 
     def _preempted(self, signame):
         """All ranks agreed to stop at this step: save here (once) and leave with the retryable code."""
-        a, rt, step = self.args, self.rt, self.pos.global_step
+        a, rt, step = self.config, self.rt, self.pos.global_step
         path = None
         if a.output_dir:
             path = self.save_checkpoint("preempt") if self.saved_at != step else \
@@ -243,12 +250,17 @@ class Trainer:
         preempt.leave(self.control, signame, step=step, epoch=self.pos.epoch, path=path, saved=bool(a.output_dir),
                       metrics=self.metrics if rt.is0 else None)
 
+    def _saved(self, step):
+        """A checkpoint was saved at ``step`` (every rank: rank 0 wrote it)."""
+        self.saved_at = step
+        self.records.saved(step)
+
     def close(self):
         self.rt.close(graph_captured=self.runner.graph is not None)
 
 
-def run(args) -> int:
-    t = Trainer(args)
+def run(config: RunConfig) -> int:
+    t = Trainer(config)
     t.setup()
     code = t.train()
     t.close()

@@ -88,12 +88,13 @@ def emit(rec, *, rt, metrics, gpu, global_batch, epochs, epoch_steps, records=No
             records.emit(info)  # the progress record (and --tensorboard scalars) of this interval
 
 
-def epoch_line(o, epoch, ep_time, *, rt, metrics, gpu, epochs, records=None):
-    """An epoch's metrics record and line, from the run's outcome so far (``summary.Outcome``)."""
+def epoch_line(o, epoch, ep_time, *, rt, metrics, gpu, epochs, step, records=None):
+    """An epoch's metrics record and line, from the run's outcome so far (``summary.Outcome``); ``step``: the
+    global step the epoch ended at."""
     metrics.write("epoch", epoch=epoch, epoch_time_s=round(ep_time, 3), train_loss=o.train_loss,
                   train_acc=o.train_acc, test_acc=o.test_acc, test_loss=o.test_loss,
                   gpu_util=gpu.mean_util(), gpu_mem_gb=gpu.mem_gb())
     if records is not None:
-        records.epoch_done(o.test_acc)
+        records.epoch_done(step, o.test_acc)
     rt.say(f"epoch {epoch + 1}/{epochs} done in {ep_time:.2f}s: train loss {o.train_loss:.4f} "
            f"acc {o.train_acc:.4f}" + (f", test acc {o.test_acc:.4f}" if o.test_acc is not None else ""))

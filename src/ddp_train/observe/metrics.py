@@ -36,11 +36,11 @@ class EpochBar:
 class MetricsFile:
     """Append-only JSON lines; one object per event. A no-op when no path is given."""
     @classmethod
-    def for_run(cls, args, is0: bool) -> MetricsFile:
+    def for_run(cls, *, metrics_file: str | None, output_dir: str | None, is0: bool) -> MetricsFile:
         """Rank 0's file: --metrics-file, else OUTPUT_DIR/metrics.jsonl, else none (every other rank: none)."""
         if not is0:
             return cls(None)
-        return cls(args.metrics_file or (os.path.join(args.output_dir, "metrics.jsonl") if args.output_dir else None))
+        return cls(metrics_file or (os.path.join(output_dir, "metrics.jsonl") if output_dir else None))
 
     def __init__(self, path):
         self.f = None
@@ -147,19 +147,33 @@ def device_name(device) -> str:
 class ProgressRecords:
     """A progress record (ddp_train.observe.progress, progress.schema.json) per log interval on every rank's stdout,
     and the same scalars in TensorBoard event files (--tensorboard DIR, rank 0). Built from the figures the
-    interval log has already brought to the host: nothing here touches the device."""
+    interval log has already brought to the host: nothing here touches the device.
 
-    def __init__(self, run):
+    ``on``: --progress-records on; ``tensorboard``: --tensorboard's DIR (rank 0 writes, None: none); ``total`` and
+    ``epochs``: the global step the run stops at and its epochs; ``saves_checkpoints``: --output-dir given;
+    ``resumed``: (step, path) of the checkpoint this run resumed from, or None; ``metrics``: the metrics file (its
+    newest checkpoint); ``gpu``: GpuStats; ``elapsed``: seconds since the process started; ``rank``,
+    ``world_size``, ``local_rank``: this process's place (also under a manual --init-method launch, with no RANK
+    in the environment)."""
+
+    def __init__(self, *, on: bool, tensorboard: str | None, total: int, epochs: int, saves_checkpoints: bool,
+                 resumed: tuple[int, str] | None, metrics, gpu, elapsed, rank: int, world_size: int,
+                 local_rank: int):
         from ddp_train.observe.tensorboard import open_writer
 
-        self.run, a = run, run.args
-        self.on = a.progress_records == "on"
-        self.tb = open_writer(a.tensorboard) if (a.tensorboard and run.rt.is0) else None
-        self.resumed = (run.pos.global_step, run.resumed_from) if run.resumed_from else (None, None)
+        self.on, self.total, self.epochs, self.saves_checkpoints = on, total, epochs, saves_checkpoints
+        self.tb = open_writer(tensorboard) if tensorboard else None
+        self.resumed = resumed if resumed else (None, None)
+        self.metrics, self.gpu, self.elapsed = metrics, gpu, elapsed
+        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+        self.saved_at = -1  # the step of this run's last checkpoint (every rank knows it; rank 0 has its path)
+
+    def saved(self, step: int) -> None:
+        """A checkpoint was saved at ``step`` (by rank 0; every rank calls this)."""
+        self.saved_at = step
 
     def emit(self, info):
         """``info``: the interval's step record (the metrics file's "step" event)."""
-        r = self.run
         if self.tb is not None:
             self.tb.scalars(info["step"], loss=info["loss"], lr=info["lr"], samples_per_sec=info["images_per_sec"],
                             gpu_util=info["gpu_util"])
@@ -167,21 +181,20 @@ class ProgressRecords:
             return
         from ddp_train.observe import progress
 
-        saved = r.metrics.last_checkpoint
+        saved = self.metrics.last_checkpoint
         ckpt_step, ckpt_path = saved if saved else (None, None)
-        if r.args.output_dir and r.saved_at >= 0 and (ckpt_step is None or r.saved_at > ckpt_step):
-            ckpt_step, ckpt_path = r.saved_at, None  # saved by rank 0: this rank knows the step only
+        if self.saves_checkpoints and self.saved_at >= 0 and (ckpt_step is None or self.saved_at > ckpt_step):
+            ckpt_step, ckpt_path = self.saved_at, None  # saved by rank 0: this rank knows the step only
         if ckpt_step is None:
             ckpt_step, ckpt_path = self.resumed
-        progress.report(step=info["step"], total=r.stop_at, epoch=info["epoch"] + 1, epochs=r.args.epochs,
+        progress.report(step=info["step"], total=self.total, epoch=info["epoch"] + 1, epochs=self.epochs,
                         loss=info["loss"], lr=info["lr"], samples_per_sec=info["images_per_sec"],
-                        step_time_s=info["step_time_s"], gpu_util=info["gpu_util"], gpu_mem_gb=r.gpu.mem_gb(),
+                        step_time_s=info["step_time_s"], gpu_util=info["gpu_util"], gpu_mem_gb=self.gpu.mem_gb(),
                         checkpoint_step=ckpt_step, checkpoint_path=ckpt_path,
-                        wall_time_s=round(r.rt.elapsed(), 3),
-                        # this process's own place, also under a manual --init-method launch (no RANK in the env)
-                        rank=r.rt.rank, world_size=r.rt.world, local_rank=r.rt.launch.local_rank)
+                        wall_time_s=round(self.elapsed(), 3),
+                        rank=self.rank, world_size=self.world_size, local_rank=self.local_rank)
 
-    def epoch_done(self, test_acc):
+    def epoch_done(self, step, test_acc):
+        """The epoch that ends at global ``step`` was evaluated (``test_acc``; None: not evaluated)."""
         if self.tb is not None and test_acc is not None:
-            self.tb.scalars(self.run.pos.global_step, test_acc=test_acc)
-
+            self.tb.scalars(step, test_acc=test_acc)

@@ -15,10 +15,10 @@ import torch
 
 
 class StepProfiler:
-    def __init__(self, out_dir, steps, rank, device, warmup_steps, stop_at, first_step):
+    def __init__(self, out_dir, steps, rank, device, untimed_steps, stop_at, first_step):
         self.out_dir, self.rank, self.device = out_dir, rank, device
         # from the 5th timed step, or as late as the run allows; never before where this run starts
-        self.start = max(first_step, min(warmup_steps + 5, stop_at - steps))
+        self.start = max(first_step, min(untimed_steps + 5, stop_at - steps))
         self.end = min(stop_at, self.start + steps)
         self.prof = None
         self.recorded = 0

@@ -23,7 +23,7 @@ class Outcome:
     sync: dict | None = None  # the sync check that failed during training, or the one at the end
 
 
-def build(header, timer, outcome, *, steps, gpu_util, gpu_mem_gb, startup_s, warmup_iters_s, capture_s,
+def build(header, timer, outcome, *, steps, gpu_util, gpu_mem_gb, startup_s, pre_capture_s, capture_s,
           checkpoint, resumed_from, wall_time_s) -> dict:
     """The summary: the run's header, then its figures. Throughput comes from the timed steps only
     (`StepTimer`); without a full epoch, the epoch time is estimated from the step time (and says so)."""
@@ -37,7 +37,7 @@ def build(header, timer, outcome, *, steps, gpu_util, gpu_mem_gb, startup_s, war
     summary = dict(
         event="summary", **header,
         epochs_completed=outcome.epochs_completed, steps=steps, timed_steps=timer.steps,
-        warmup_steps=timer.warmup_steps,
+        warmup_steps=timer.untimed_steps,  # the published key names (summary.schema.json) stay
         images_per_sec=_r(img_s, 1), images_per_sec_per_rank=_r(img_s / world if img_s else None, 1),
         step_time_s=_r(step_t, 6), data_time_s=_r(timer.data_time(), 6),
         epoch_time_s=_r(epoch_t, 3),
@@ -47,7 +47,7 @@ def build(header, timer, outcome, *, steps, gpu_util, gpu_mem_gb, startup_s, war
         sync_mismatched=sync["mismatched"] if sync else [],
         bn_stats_drift=len(sync["bn_stats_drift"]) if sync else 0,
         gpu_util=gpu_util, gpu_mem_gb=gpu_mem_gb,
-        startup_s=_r(startup_s, 3), warmup_iters_s=_r(warmup_iters_s, 3), capture_s=_r(capture_s, 3),
+        startup_s=_r(startup_s, 3), warmup_iters_s=_r(pre_capture_s, 3), capture_s=_r(capture_s, 3),
         checkpoint=checkpoint, resumed_from=resumed_from, wall_time_s=wall_time_s)
     summary["exit_code"] = EXIT_SYNC if summary["sync_check"] == "fail" else EXIT_OK
     return summary
@@ -57,23 +57,24 @@ def _r(v, nd):
     return None if v is None else round(float(v), nd)
 
 
-def header(args, rt, *, device_name, inputs, parts, num, plan, own_reducer, per_rank_batch, steps_per_epoch) -> dict:
-    """What the run is: the first metrics record, the first log line and the head of the summary."""
-    graph_mode = plan.mode == "graph"
+def header(config, rt, *, device_name, inputs, parts, num, plan, per_rank_batch, steps_per_epoch) -> dict:
+    """What the run is (``config``: its RunConfig, ``plan``: its RunPlan): the first metrics record, the first log
+    line and the head of the summary."""
+    step, comm = plan.step, plan.comm
     train = inputs.train_split
     return dict(
         world_size=rt.world, strategy=rt.strategy, backend=rt.backend, launch=rt.launch.mode,
-        workload=args.workload, model=args.model, device=str(rt.device), device_name=device_name,
-        data="synthetic" if not args.data_dir else train.source, data_pipeline=inputs.pipeline,
+        workload=config.workload, model=config.model, device=str(rt.device), device_name=device_name,
+        data="synthetic" if not config.data_dir else train.source, data_pipeline=inputs.pipeline,
         precision=num.precision, channels_last=num.channels_last,
-        compile=plan.compile, compile_scope=args.compile_scope if plan.compile else None,
-        compile_units=len(parts.compile_units) if parts.compile_units else None, step_mode=plan.mode,
-        graph_reducer=(args.graph_reducer if (graph_mode or own_reducer) and rt.distributed else None),
+        compile=step.compile, compile_scope=config.compile_scope if step.compile else None,
+        compile_units=len(parts.compile_units) if parts.compile_units else None, step_mode=step.mode,
+        graph_reducer=(comm.graph_reducer if (plan.graph_mode or plan.own_reducer) and rt.distributed else None),
         graph_buckets=parts.buckets,
-        grad_compression=args.grad_compression if rt.multi else "none", sync_bn=args.sync_bn,
+        grad_compression=comm.compression if rt.multi else "none", sync_bn=config.sync_bn,
         per_rank_batch=per_rank_batch, global_batch=per_rank_batch * rt.world, lr=round(parts.lr, 6),
-        steps_per_epoch=steps_per_epoch, epochs=args.epochs, train_samples=train.length, params=parts.n_params,
-        threads=rt.threads, step_mode_reason=plan.reason)
+        steps_per_epoch=steps_per_epoch, epochs=config.epochs, train_samples=train.length, params=parts.n_params,
+        threads=rt.threads, step_mode_reason=step.reason)
 
 
 def write(summary: dict, metrics) -> None:

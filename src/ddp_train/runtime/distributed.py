@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 import torch
 import torch.distributed as dist
 
+from ddp_train.config.run_config import RunConfig
 from ddp_train.errors import EXIT_DEPENDENCY, EXIT_MASTER_UNREACHABLE, EXIT_USAGE, TrainError
 
 # Set once this process has joined a process group (it then leaves with os._exit, see __main__._exit).
@@ -30,23 +31,23 @@ class Launch:
     socket_rule: str | None = None  # what socket_transport.apply did before NCCL started (nccl runs only)
 
 
-def detect(args) -> Launch:
+def detect(config: RunConfig) -> Launch:
     env = os.environ
-    if args.init_method and not args.init_method.startswith("env://"):
-        url = urlparse(args.init_method)
+    if config.init_method and not config.init_method.startswith("env://"):
+        url = urlparse(config.init_method)
         master = None
         if url.scheme == "tcp":
             if not url.hostname or not url.port:
-                raise TrainError(f"--init-method {args.init_method} needs a host and a port: tcp://HOST:PORT",
+                raise TrainError(f"--init-method {config.init_method} needs a host and a port: tcp://HOST:PORT",
                                  EXIT_USAGE)
             master = (url.hostname, url.port)
-        local = args.local_rank if args.local_rank is not None else int(env.get("LOCAL_RANK", args.rank))
-        return Launch(url.scheme, args.rank, args.world_size, local, args.init_method, master)
-    if "RANK" in env and "WORLD_SIZE" in env or args.init_method == "env://":
+        local = config.local_rank if config.local_rank is not None else int(env.get("LOCAL_RANK", config.rank))
+        return Launch(url.scheme, config.rank, config.world_size, local, config.init_method, master)
+    if "RANK" in env and "WORLD_SIZE" in env or config.init_method == "env://":
         try:
-            rank = int(env["RANK"]) if args.rank is None else args.rank
-            world = int(env["WORLD_SIZE"]) if args.world_size is None else args.world_size
-            local = args.local_rank if args.local_rank is not None else int(env.get("LOCAL_RANK", "0"))
+            rank = int(env["RANK"]) if config.rank is None else config.rank
+            world = int(env["WORLD_SIZE"]) if config.world_size is None else config.world_size
+            local = config.local_rank if config.local_rank is not None else int(env.get("LOCAL_RANK", "0"))
             addr, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
         except KeyError as exc:
             raise TrainError(f"env:// launch needs {exc.args[0]} in the environment; run under torchrun "
@@ -56,7 +57,7 @@ def detect(args) -> Launch:
                              "integers", EXIT_USAGE) from None
         mode = "torchrun" if "TORCHELASTIC_RUN_ID" in env or "TORCHELASTIC_RESTART_COUNT" in env else "env"
         return Launch(mode, rank, world, local, "env://", (addr, port))
-    return Launch("single", 0, 1, args.local_rank or 0, None, None)
+    return Launch("single", 0, 1, config.local_rank or 0, None, None)
 
 
 def wait_for_master(host, port, timeout, what="MASTER_ADDR:MASTER_PORT"):
@@ -81,8 +82,8 @@ def wait_for_master(host, port, timeout, what="MASTER_ADDR:MASTER_PORT"):
         delay = min(1.0, delay * 2)
 
 
-def pick_device(args, launch: Launch) -> torch.device:
-    want = args.device
+def pick_device(config: RunConfig, launch: Launch) -> torch.device:
+    want = config.device
     if want == "auto":
         want = "cuda" if torch.cuda.is_available() else "cpu"
     if want == "cpu":
@@ -90,10 +91,10 @@ def pick_device(args, launch: Launch) -> torch.device:
     if not torch.cuda.is_available():
         raise TrainError("--device cuda but CUDA is not available here; use --device cpu", EXIT_DEPENDENCY)
     n = torch.cuda.device_count()
-    if args.strategy == "dp":
+    if config.strategy == "dp":
         return torch.device("cuda", 0)
     local = launch.local_rank
-    if launch.mode in ("tcp", "file") and args.local_rank is None:
+    if launch.mode in ("tcp", "file") and config.local_rank is None:
         local = local % n  # one process per node in classic manual launches
     if local >= n:
         raise TrainError(f"local rank {local} has no GPU: only {n} visible; use --nproc-per-node {n} or fewer",
@@ -102,8 +103,8 @@ def pick_device(args, launch: Launch) -> torch.device:
     return torch.device("cuda", local)
 
 
-def resolve_backend(args, device) -> str:
-    backend = args.backend
+def resolve_backend(config: RunConfig, device) -> str:
+    backend = config.backend
     if backend == "auto":
         backend = "nccl" if device.type == "cuda" else "gloo"
     if backend == "nccl" and device.type != "cuda":
@@ -128,14 +129,14 @@ def round_store(launch: Launch, timeout: timedelta):
     return dist.PrefixStore(f"ddp-train/round-{number}/", shared)
 
 
-def init(args, launch: Launch, backend, device):
+def init(config: RunConfig, launch: Launch, backend, device):
     if launch.mode == "single":
         return
     if launch.master and launch.rank != 0:
         what = "MASTER_ADDR:MASTER_PORT" if launch.mode in ("torchrun", "env") else "--init-method"
-        wait_for_master(launch.master[0], launch.master[1], args.connect_timeout, what)
+        wait_for_master(launch.master[0], launch.master[1], config.connect_timeout, what)
     kwargs = dict(backend=backend, init_method=launch.init_method, rank=launch.rank,
-                  world_size=launch.world_size, timeout=timedelta(seconds=args.pg_timeout))
+                  world_size=launch.world_size, timeout=timedelta(seconds=config.pg_timeout))
     if backend == "nccl":
         kwargs["device_id"] = device
         from ddp_train.comm.socket_transport import apply as apply_socket_rule

@@ -9,32 +9,33 @@ import time
 import torch
 import torch.distributed as dist
 
-from ddp_train.config import settings as config
+from ddp_train.config.run_config import RunConfig
+from ddp_train.config.run_plan import strategy_for
 from ddp_train.runtime import threads as threads_mod
 from ddp_train.runtime.distributed import detect, init, pick_device, resolve_backend
 
 
 class Runtime:
-    def __init__(self, args):
-        self.args = args
+    def __init__(self, config: RunConfig):
+        self.quiet = config.quiet
         self.t0 = time.monotonic()
         self.threads = threads_mod.apply()  # OMP_NUM_THREADS and torch's intra-op threads, before any work
-        self.launch = L = detect(args)
-        self.strategy = config.strategy_for(args, L.world_size, L.mode)
-        if args.deterministic:
+        self.launch = L = detect(config)
+        self.strategy = strategy_for(config, L.world_size, L.mode)
+        if config.deterministic:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
             torch.use_deterministic_algorithms(True)
-        self.device = pick_device(args, L)
+        self.device = pick_device(config, L)
         self.cuda = self.device.type == "cuda"
         # No cuDNN autotuning under DataParallel: its per-forward worker threads start with an empty
         # thread-local benchmark cache, so every step would re-benchmark every convolution (measured on 2x H100:
         # 644 ms per ResNet-18 step instead of ~66 ms).
-        bench = args.cudnn_benchmark if args.cudnn_benchmark is not None else \
-            (not args.deterministic and self.strategy != "dp")
+        bench = config.cudnn_benchmark if config.cudnn_benchmark is not None else \
+            (not config.deterministic and self.strategy != "dp")
         torch.backends.cudnn.benchmark = self.cuda and bench
-        self.backend = resolve_backend(args, self.device) if self.strategy == "ddp" else None
+        self.backend = resolve_backend(config, self.device) if self.strategy == "ddp" else None
         if self.strategy == "ddp":
-            init(args, L, self.backend, self.device)
+            init(config, L, self.backend, self.device)
         self.rank = L.rank if self.strategy == "ddp" else 0
         self.world = L.world_size if self.strategy == "ddp" else 1
         self.is0 = self.rank == 0
@@ -42,7 +43,7 @@ class Runtime:
         self.multi = self.distributed and self.world > 1  # collectives between ranks
 
     def say(self, msg):
-        if self.is0 and not self.args.quiet:
+        if self.is0 and not self.quiet:
             # one write with its newline: the local ranks share torchrun's stdout, and print() writes the text
             # and the newline apart, so another rank's progress record could land inside this line
             sys.stdout.write(msg + "\n")

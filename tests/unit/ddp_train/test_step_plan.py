@@ -1,10 +1,15 @@
-"""The step-mode decision of ddp-train (pure: flags and run length in, mode and reason out)."""
+"""ddp_train.config.step_plan: the step-mode decision (pure: flags and run length in, mode and reason out)."""
+
+
 
 import pytest
 
 from ddp_train.config.flags import GRAPH_MIN_STEPS
-from ddp_train.config.settings import plan_step  # the decision, after the flag rules (step_plan.refusal)
-from ddp_train.config.step_plan import DDP_WARMUP_ITERS, PLAIN_WARMUP_ITERS
+from ddp_train.config.step_plan import (
+    DDP_PRE_CAPTURE_ITERS,
+    PLAIN_PRE_CAPTURE_ITERS,
+    plan_step,  # the decision, after the flag rules (step_plan.refusal)
+)
 from ddp_train.errors import EXIT_USAGE, TrainError
 
 GPU = dict(requested="auto", device_type="cuda", strategy="ddp", precision="bf16", compile=None,
@@ -13,11 +18,11 @@ GPU = dict(requested="auto", device_type="cuda", strategy="ddp", precision="bf16
 
 def test_auto_on_gpu_picks_the_graph_for_runs_long_enough():
     p = plan_step(**GPU)
-    assert (p.mode, p.compile, p.warmup_iters) == ("graph", False, DDP_WARMUP_ITERS)
+    assert (p.mode, p.compile, p.pre_capture_iters) == ("graph", False, DDP_PRE_CAPTURE_ITERS)
     assert p.reason.startswith(f"1000 steps planned >= {GRAPH_MIN_STEPS}")
     assert "no torch.compile" in p.reason
     assert p.describe().startswith("whole step in one CUDA graph: 1000 steps planned")
-    assert plan_step(**{**GPU, "distributed": False}).warmup_iters == PLAIN_WARMUP_ITERS
+    assert plan_step(**{**GPU, "distributed": False}).pre_capture_iters == PLAIN_PRE_CAPTURE_ITERS
 
 
 def test_auto_short_run_stays_eager_and_says_why():
@@ -60,7 +65,7 @@ def test_explicit_modes():
     assert plan_step(**{**GPU, "requested": "eager"}).mode == "eager"
     assert plan_step(**{**GPU, "requested": "graph", "planned_steps": 20}).mode == "graph"
     with pytest.raises(TrainError, match="needs more than 11 steps"):
-        plan_step(**{**GPU, "requested": "graph", "planned_steps": DDP_WARMUP_ITERS})
+        plan_step(**{**GPU, "requested": "graph", "planned_steps": DDP_PRE_CAPTURE_ITERS})
 
 
 def test_compile_if_repaid_compiles_long_graph_runs_only_and_says_so():

@@ -1,7 +1,4 @@
-"""ddp_train.runtime.round_store on a real c10d TCPStore: rank 0 of a later rendezvous round writes the workers' store
-address under that round's prefix, where an agent that joins for the first time waits for it (torch's own
-build of the address info, RendezvousStoreInfo.build, is what reads it). The whole path (a pod recreated by the
-PyTorchJob emulation rejoins at once) is tests/integration/test_k8s_elastic_restart.py."""
+"""ddp_train.runtime.round_store on a real c10d TCPStore."""
 
 from __future__ import annotations
 
