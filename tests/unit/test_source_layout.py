@@ -18,9 +18,10 @@ MAX_MODULE_LINES = 300  # a module past it becomes a package split along its rol
 # The top layer is the entry points and the public shims at ddp_train's top level.
 DDP_TRAIN_LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the failure contract: exit codes, lost-peer texts
-    ("comm", "data", "observe"),  # how gradients cross the link; the input; logs, metrics, records, summary
+    ("comm", "observe"),  # how gradients cross the link; logs, metrics, records, summary
+    ("config",),  # flags -> RunConfig, their rules, the checkpoint interval, the run's decisions (RunPlan)
+    ("data",),  # the input (reads the RunConfig)
     ("checkpoint",),  # files, payload, resume position (reads data.position)
-    ("config",),  # flags and their rules, the step plan (names checkpoint.interval, observe.tensorboard)
     ("runtime",),  # this process in the job: threads, process group, rendezvous store
     ("model",),  # networks, compile scopes, the parts built from the config
     ("loop",),  # the trainer, step runner, schedule, evaluation, preemption, faults

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ddp_train.checkpoint.interval import parse_interval
+from ddp_train.config.checkpoint_interval import parse_interval
 from ddp_train.errors import EXIT_USAGE, TrainError
 
 WORKLOADS = ("toy", "mnist", "cifar10", "imagenet-synthetic")

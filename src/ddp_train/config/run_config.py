@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from ddp_train.checkpoint.interval import CheckpointInterval
+from ddp_train.config.checkpoint_interval import CheckpointInterval
 
 # The flags whose field has another name than the flag's own (the flags stay as users know them).
 FIELD_OF_FLAG = {"warmup_epochs": "lr_warmup_epochs", "warmup_steps": "untimed_steps"}

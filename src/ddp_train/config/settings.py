@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddp_train.checkpoint.interval import CheckpointInterval
+from ddp_train.config.checkpoint_interval import CheckpointInterval
 from ddp_train.config.flags import COMPILE_UNIT_MODELS, build_parser
 from ddp_train.config.run_config import RunConfig, from_namespace
 from ddp_train.errors import EXIT_USAGE, TrainError

@@ -1,4 +1,4 @@
-"""ddp_train.checkpoint.interval: the --checkpoint-interval syntax (steps, durations, both) and its errors."""
+"""ddp_train.config.checkpoint_interval: the --checkpoint-interval syntax (steps, durations, both) and its errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from ddp_train.checkpoint.interval import CheckpointInterval, parse_interval
+from ddp_train.config.checkpoint_interval import CheckpointInterval, parse_interval
 
 
 @pytest.mark.parametrize("text,steps,seconds", [

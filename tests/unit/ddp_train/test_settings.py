@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from ddp_train.__main__ import main
-from ddp_train.checkpoint.interval import CheckpointInterval
+from ddp_train.config.checkpoint_interval import CheckpointInterval
 from ddp_train.config.flags import build_parser
 from ddp_train.config.run_config import FIELD_OF_FLAG, FOLDED_FLAGS, RunConfig
 from ddp_train.config.settings import parse_args
