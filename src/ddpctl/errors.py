@@ -30,13 +30,20 @@ class DdpctlError(Exception):
         return " ".join(text.splitlines())
 
 
-class SpecError(DdpctlError):
+class BadInput(DdpctlError):
+    """Bad input (a job spec, an argument, a path, an option): nothing was started or written. The CLI exits 2;
+    the Python API (``import ddpctl``) raises it with the same one-line message and fix."""
+
+    exit_code = 2
+
+
+class SpecError(BadInput):
     """The job spec (file or flags) is invalid."""
 
     exit_code = 2
 
 
-class UnsupportedFeature(DdpctlError):
+class UnsupportedFeature(BadInput):
     """A target cannot honour a spec feature."""
 
     exit_code = 2
@@ -47,7 +54,7 @@ class UnsupportedFeature(DdpctlError):
         super().__init__(f"{target} does not support {feature}: {reason}", fix)
 
 
-class UsageError(DdpctlError):
+class UsageError(BadInput):
     """Bad command-line usage that is not about the spec itself (missing file, bad path)."""
 
     exit_code = 2

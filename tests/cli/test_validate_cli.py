@@ -119,7 +119,7 @@ def test_render_validate_passes_and_prints_the_manifest(target):
 
 def test_render_validate_failure_writes_nothing(tmp_path):
     # A renderer made to emit an unknown key (no spec can produce one today): --validate stops it.
-    code = ("import sys; import ddpctl.render.pytorchjob as p; orig = p.render\n"
+    code = ("import sys; from ddpctl.render import pytorchjob as p; orig = p.render\n"
             "def bad(spec):\n    d = orig(spec); d['spec']['bogus'] = 1; return d\n"
             "p.render = bad\nfrom ddpctl.cli.main import main\n"
             f"sys.argv = ['ddpctl', 'render', 'pytorchjob', '--validate', '-o', {str(tmp_path / 'pj.yaml')!r}]\n"

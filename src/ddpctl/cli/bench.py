@@ -96,56 +96,28 @@ def bench(
     """Run the matrix and write the report (see 'ddpctl bench --help')."""
     if ctx.invoked_subcommand is not None:
         return
-    from ddpctl.bench import run_bench
-    from ddpctl.bench.plan import PIPELINE_ALIASES, BenchOptions, parse_counts, parse_list
-    from ddpctl.bench.plots import available
+    from ddpctl.api.benchmark import bench as run_bench
     from ddpctl.errors import JobFailed, UsageError
-    from ddpctl.spec import parse_size
 
     if resume is not None and output is not None and output.resolve() != resume.resolve():
         raise UsageError(f"--resume {resume} and -o {output} name two directories",
                          "drop -o: a resumed report is written where it is")
     output = resume if resume is not None else (output or Path("bench-report"))
-    if resume is not None and not resume.is_dir():
-        raise UsageError(f"--resume {resume}: no such directory", "pass the -o directory of an earlier ddpctl bench")
-    probe_bytes = None
-    if probe_max is not None:
-        probe_bytes = parse_size(probe_max, lambda problem: UsageError(f"--probe-max: {problem}",
-                                                                        "pass e.g. --probe-max 256m"))
-    if output.exists() and not output.is_dir():
-        raise UsageError(f"-o {output} exists and is not a directory", "pass a directory path")
-    options = BenchOptions(
-        workloads=parse_list(workloads, what="workloads"),
-        strategies=parse_list(strategies, what="strategies"),
-        gpus=parse_counts(gpus),
-        pipelines=parse_list(pipelines, what="pipelines"),
-        warmup=warmup, steps=steps, repeat=repeat, batch_size=batch_size, runtime=runtime,
-        probe=not no_probe, probe_max_bytes=probe_bytes, cell_timeout_s=cell_timeout, time_budget_s=time_budget,
-        extra_args=tuple(train_arg or ()), image=image, links=parse_list(links, what="links"),
-    )
-    deprecated = dict.fromkeys(p for p in parse_list(pipelines, what="pipelines") or () if p in PIPELINE_ALIASES)
-    plots = not no_plots and available()
     command = "ddpctl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "ddpctl bench"
-    report, written = run_bench(options, output, command=command, python=python, plots=plots,
-                                resume=resume is not None)
-    typer.echo(f"{output / 'report.md'}")
+    report = run_bench(output, workloads=workloads, strategies=strategies, gpus=gpus, pipelines=pipelines,
+                       warmup=warmup, steps=steps, repeat=repeat, batch_size=batch_size, runtime=runtime, image=image,
+                       python=python, probe=not no_probe, probe_max=probe_max, cell_timeout=cell_timeout,
+                       time_budget=time_budget, links=links, train_args=tuple(train_arg or ()), plots=not no_plots,
+                       resume=resume is not None, command=command)  # what ddpctl.bench() runs
+    typer.echo(f"{report.markdown}")
     # a run the --time-budget cut is skipped (listed in the report, exit 0); a crashed or hung one failed (exit 1)
-    failed = [r for c in report["cells"] for r in c["runs"] if not r["ok"] and not r.get("skipped")]
-    skipped = [r for c in report["cells"] for r in c["runs"] if r.get("skipped")]
-    for p in report["interconnect"]:
-        if not p["ok"] and str(p.get("error")).startswith("skipped:"):
-            skipped.append(p)
-        elif not p["ok"]:
-            failed.append(p)
-    if not no_plots and not plots:  # said after the run: bad input must stay a one-line error
-        err("bench: matplotlib is not installed, so no plots (pip install 'ddpctl[bench]')")
-    for old in deprecated:  # after the run too, for the same reason
-        err(f"warning: --pipelines {old} is deprecated and goes in the next release: use {PIPELINE_ALIASES[old]} "
-            "(the same pipeline, named as ddp-train's --data-pipeline)")
-    err(f"bench: {len(report['cells'])} cells, {len(failed)} failed run(s), {len(skipped)} skipped by the time "
-        f"budget; wrote {len(written)} files to {output}")
-    if failed:
-        raise JobFailed(f"{len(failed)} benchmark run(s) failed (see {output / 'report.md'} and {output / 'logs'})",
+    for note in report.notes:  # said after the run: bad input must stay a one-line error
+        err(note)
+    err(f"bench: {len(report.cells)} cells, {len(report.failed)} failed run(s), {len(report.skipped)} skipped by "
+        f"the time budget; wrote {len(report.files)} files to {output}")
+    if report.failed:
+        raise JobFailed(f"{len(report.failed)} benchmark run(s) failed (see {output / 'report.md'} and "
+                        f"{output / 'logs'})",
                         "fix the failing configuration or leave it out with --workloads/--strategies/--gpus")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from typing import Annotated, Optional
@@ -100,18 +99,9 @@ def _print_table(table) -> None:
 
 
 def _since(value: str | None) -> float | None:
-    if value is None:
-        return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", value.strip())
-    if not m:
-        from ddpctl.errors import UsageError
+    from ddpctl.api.jobs import since_time
 
-        raise UsageError(f"--since {value!r} is not a duration such as 30s, 10m, 2h or a Unix time",
-                         "write e.g. --since 10m")
-    number, unit = float(m.group(1)), m.group(2)
-    if not unit and number > 1e9:
-        return number  # a Unix time
-    return time.time() - number * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    return since_time(value, flag="--since")
 
 
 @app.command("logs")
@@ -139,78 +129,21 @@ def logs(
 
       ddpctl logs ddp --node 0 --tail 20
     """
-    from ddpctl.cli.docker_hosts import engine_for
+    from ddpctl.api.jobs import engine_for, log_lines
     from ddpctl.errors import UsageError
-    from ddpctl.local import executor
 
     for flag, value in (("--node", node), ("--tail", tail)):
         if value is not None and value < 0:
             raise UsageError(f"{flag} must be at least 0, got {value}", f"pass e.g. {flag} 0")
-    from ddpctl.watch.records import is_record
-
     start = _since(since)
-    engine = engine_for(docker_hosts)
-    color = stdout_color(sys.stdout)
+    lines = log_lines(job, engine_for(docker_hosts), follow=follow, node=node, tail=tail, since=start,
+                      records=records, color=stdout_color(sys.stdout), say=err)  # what ddpctl.Job.logs() yields
     try:
-        nodes = executor.job_nodes(engine, job, node)
-    except UsageError:
-        if _kept_logs(job, node, tail, start, records, color):
-            return
-        raise
-    expected = {n: executor.node_ranks(info.command) for n, info in nodes.items()}
-    world = max([r.stop for r in expected.values() if r] or [1])
-    width = executor.label_width(max(nodes) + 1, world)
-    seen: dict[int, set[int]] = {n: set() for n in nodes}
-
-    def show(n: int, line: str) -> None:
-        r, text = executor.split_rank(line)
-        if r is not None:
-            seen[n].add(r)
-        if not records and is_record(text):
-            return
-        typer.echo(executor.prefix(n, width, color, r) + text)
-
-    if follow:
-        try:
-            for n, line in executor.follow_logs(engine, job, node=node, tail=tail, since=start, say=err):
-                show(n, line)
-        except KeyboardInterrupt:
-            return
-    else:
-        for n, line in executor.merged_logs(engine, job, node=node, tail=tail, since=start):
-            show(n, line)
-    for n in sorted(nodes):
-        note = executor.silent_ranks_line(n, expected[n], seen[n], window=tail is not None or since is not None)
-        if note:
-            err(note)
-
-
-def _kept_logs(job: str, node, tail, start, records: bool, color: bool) -> bool:
-    """``logs`` of a job that is gone: its kept output (the last attempt), as the containers gave it."""
-    from ddpctl.local import executor
-    from ddpctl.watch import history
-    from ddpctl.watch.records import is_record, stamp_seconds
-
-    kept = history.find(job)
-    if kept is None:
-        return False
-    last = max((a for a, _ in kept.lines), default=0)
-    picked: dict[int, list[tuple[str, str]]] = {}
-    for (a, n), lines in kept.lines.items():
-        if a == last and (node is None or n == node):
-            sel = [ln for ln in lines if start is None or (stamp_seconds(ln[0]) or 0) >= start]
-            picked[n] = sel[-tail:] if tail else ([] if tail == 0 else sel)
-    if node is not None and node not in picked:
-        return False
-    entries = sorted((s, n, t) for n, ls in picked.items() for s, t in ls)
-    world = int(kept.meta.get("world_size") or 0)
-    width = executor.label_width(max(picked, default=0) + 1, max(world, len(picked)))
-    for _, n, text in entries:
-        r, body = executor.split_rank(text)
-        if records or not is_record(body):
-            typer.echo(executor.prefix(n, width, color, r) + body)
-    err(f"job {job} is gone: its output as kept in {kept.folder}")
-    return True
+        for line in lines:
+            typer.echo(line)
+    except KeyboardInterrupt:
+        if not follow:
+            raise
 
 
 @app.command("down")
@@ -229,7 +162,7 @@ def down(
 
       ddpctl down --all
     """
-    from ddpctl.cli.docker_hosts import engine_for
+    from ddpctl.api.jobs import engine_for, remove
     from ddpctl.errors import UsageError
     from ddpctl.local import executor
 
@@ -239,17 +172,13 @@ def down(
     jobs = executor.all_jobs(engine) if all_jobs else [job]
     if not jobs:
         err("no ddpctl jobs to remove")
-    from ddpctl.watch import history
-
     for j in jobs:
-        n_c, n_n, n_v = executor.remove_job(engine, j)
-        if n_c or n_n or n_v:
-            vols = f" and {n_v} volume(s)" if n_v else ""
-            kept = history.find(j) if n_c else None
-            where = f"; its output is kept in {kept.folder}" if kept else ""
-            tb = (kept.meta.get("tensorboard") or {}) if kept else {}
-            files = tb.get("kept") or tb.get("host_path")
-            where += f" (TensorBoard event files: {files})" if files else ""
-            err(f"job {j}: removed {n_c} container(s){',' if vols else ' and'} {n_n} network(s){vols}{where}")
+        removed = remove(engine, j)  # what ddpctl.Job.down() does
+        if removed:
+            vols = f" and {removed.volumes} volume(s)" if removed.volumes else ""
+            where = f"; its output is kept in {removed.kept}" if removed.kept else ""
+            where += f" (TensorBoard event files: {removed.tensorboard})" if removed.tensorboard else ""
+            err(f"job {j}: removed {removed.containers} container(s){',' if vols else ' and'} {removed.networks} "
+                f"network(s){vols}{where}")
         else:
             err(f"job {j}: nothing to remove")

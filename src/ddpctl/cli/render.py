@@ -92,7 +92,7 @@ DryRun = Annotated[bool, typer.Option(
 
 
 def _run(target: str, kw: dict[str, Any]) -> None:
-    from ddpctl.render import render_files
+    from ddpctl.api.manifests import join, render_files
 
     validate = kw.pop("validate", False)
     output: str | None = kw.pop("output")
@@ -130,7 +130,7 @@ def _run(target: str, kw: dict[str, Any]) -> None:
 
         raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
     if output is None or output == "-":
-        sys.stdout.write("---\n".join(files.values()))
+        sys.stdout.write(join(files))  # ddpctl.render's text, byte for byte
         return
     from ddpctl.outfiles import write_files
 

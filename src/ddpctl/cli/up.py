@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
-import shlex
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,13 +13,6 @@ import typer
 from ddpctl.cli import spec_options as so
 from ddpctl.cli import workspace_options
 from ddpctl.cli.app import app, err
-
-
-def _caller() -> str | None:
-    """uid:gid of whoever runs ddpctl: the containers' default user, so files they write are the caller's."""
-    if not hasattr(os, "getuid"):
-        return None
-    return f"{os.getuid()}:{os.getgid()}"
 
 
 def stdout_color(stream) -> bool:
@@ -80,9 +71,9 @@ def up(**kw) -> None:
 
       ddpctl up -n 2 --docker-hosts ssh://me@gpu1,ssh://me@gpu2 -d
     """
+    from ddpctl.api import jobs
     from ddpctl.cli import docker_hosts as dh
-    from ddpctl.dockerengine import job_engine
-    from ddpctl.local.plan import plan_local
+    from ddpctl.local import executor
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
     resume = kw.pop("resume")
@@ -91,80 +82,35 @@ def up(**kw) -> None:
     job_file = kw.get("file")
     workspace_options.absolute_code_paths(kw, bool(bake))
     spec = dh.up_spec(kw)
-    from ddpctl.local import executor
-
     wait_s = executor.engine_wait_s()  # a bad DDPCTL_ENGINE_WAIT is refused before anything starts
     if resume:
         executor.check_resume(spec.max_restarts, spec.name)
-    if workspace_options.asked_to_build(spec, bool(bake), flag="--bake", source=job_file):
-        from ddpctl.images import bake as baking
-
-        if dry_run:
-            err(baking.plan_text(spec, "up", push=False, pip=pip, allow_credentials=allow_credentials).rstrip())
-            spec = baking.with_image(spec, baking.planned_ref(spec, baking.scan(spec, allow_credentials=allow_credentials)))
-        else:
-            spec = baking.bake(spec, push=False, pip=pip, allow_credentials=allow_credentials)
-    else:
-        workspace_options.refuse_unused(pip, spec.workspace.requirements, flag="--bake", allow_credentials=allow_credentials)
-
-    spec, engine = job_engine.for_spec(spec)
-    plan = plan_local(spec, cwd=Path.cwd(), default_user=_caller(), host_cpus=executor.host_cpus(engine))
+    # ddpctl.up is these same calls (ddpctl.api.jobs): prepare, start, run_attached
+    prepared = jobs.prepare(spec, bake=bool(bake), pip=pip, allow_credentials=allow_credentials,
+                            job_file=None if job_file is None else str(job_file), dry_run=dry_run, say=err)
     if dry_run:
         import yaml
 
         from ddpctl.local.executor.preflight import secret_values
 
-        secret_values(plan, os.environ)  # an unset --secret-env variable: refused as the real run refuses it
+        secret_values(prepared.plan, os.environ)  # an unset --secret-env variable: refused as the real run refuses it
 
-        typer.echo(yaml.safe_dump(plan.to_dict(), sort_keys=False), nl=False)
+        typer.echo(yaml.safe_dump(prepared.plan.to_dict(), sort_keys=False), nl=False)
         return
-
-    if detach and plan.max_restarts:
-        from ddpctl.errors import UsageError
-
-        raise UsageError(f"--max-restarts {plan.max_restarts} needs an attached 'ddpctl up': it is the process "
-                         "that restarts the job, and -d returns at once",
-                         "drop -d (keep it running with nohup or tmux), or use --max-restarts 0")
-    from ddpctl.local import restarts
-    from ddpctl.watch import tensorboard
-
-    started = executor.start_job(plan, engine, resume=resume, say=err)
-    job = started.job
-    on = f" on {len(spec.docker_hosts)} Docker host(s)" if spec.docker_hosts else ""
-    where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
-    tb_dir = tensorboard.flag_value(plan.containers[0].argv)
-    err(f"job {plan.job}: {len(job.ids)} node(s){on}, world size {plan.world_size}, image {plan.image}"
-        + (f", up to {plan.max_restarts} restart(s), checkpoints in {restarts.CHECKPOINT_DIR} ({where})"
-           if plan.max_restarts else "")
-        + (", resuming from its checkpoints" if resume else "")
-        + (f", TensorBoard event files in {tb_dir} ('ddpctl status {plan.job}' says where and how to look at them)"
-           if tb_dir else "")
-        + f" (started in {started.seconds:.1f}s)")
-    note = restarts.checkpoint_cadence_note(plan.containers[0].argv) if plan.max_restarts else None
-    if note:
-        err(note)
+    launched = jobs.start(prepared, detach=detach, resume=resume, say=err)
     if detach:
-        for rank in sorted(job.ids):
-            typer.echo(plan.containers[rank].name)
+        for rank in sorted(launched.started.ids):
+            typer.echo(prepared.plan.containers[rank].name)
         return
     try:
-        finished = executor.run_attached(job, engine, rm=rm, color=stdout_color(sys.stdout), say=err,
-                                         argv=sys.argv[1:], wait_s=wait_s)
+        outcome = jobs.run_attached(launched, rm=rm, color=stdout_color(sys.stdout), say=err, argv=sys.argv[1:],
+                                    wait_s=wait_s)
     except executor.Stopped as stop:
         if stop.closed:
             silence_stdout()
         sys.exit(stop.exit_code)
-    if not rm:  # with --rm the removal has kept it already
-        from ddpctl.watch import history
-
-        kept = history.keep(engine, plan.job)  # 'ddpctl logs/status' read it once the containers are gone
-        if kept:
-            err(f"job {plan.job}: output kept in {kept}")
-    if finished.failure is not None:
-        raise finished.failure
-    again = f" after {finished.restarts} restart(s)" if finished.restarts else ""
-    err(f"job {plan.job} finished{again}: all {len(job.ids)} node(s) exited 0"
-        + ("" if rm else f"; remove it with '{shlex.join(['ddpctl', 'down', plan.job])}'"))
+    outcome.check()
+    err(outcome.message + (f"; {outcome.fix}" if outcome.fix else ""))
 
 
 # The spec flags come from the spec's field table (every field whose flag the up command offers).

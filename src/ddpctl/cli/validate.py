@@ -40,14 +40,11 @@ def validate(
 
       ddpctl render trainjob -f job.yaml | ddpctl validate -
     """
-    from ddpctl.validate import ManifestError, validate_paths
+    from ddpctl.api.manifests import validate_paths
 
     if not paths:
         raise UsageError("no file given", "name manifest files or directories, or '-' for stdin")
-    try:
-        report = validate_paths(paths, skip_unknown=skip_unknown)
-    except ManifestError as exc:
-        raise UsageError(str(exc).splitlines()[0], "") from None
+    report = validate_paths(paths, skip_unknown=skip_unknown)  # what ddpctl.validate() checks
     for problem in report.problems:
         if problem.warning and no_warnings:
             continue

@@ -18,26 +18,16 @@ from ddpctl.cli.docker_hosts import DockerHostsOpt
 
 def _status(job: str | None, slurm: str | None, directory: Path, docker_hosts) -> dict:
     from ddpctl.errors import UsageError
-    from ddpctl.watch import sources, status
 
     if bool(job) == bool(slurm):
         raise UsageError("give a job name or --slurm JOBID (not both)", "e.g. 'ddpctl status ddp'")
     if slurm:
-        view = sources.slurm_view(slurm, directory)
-    else:
-        from ddpctl.cli.docker_hosts import engine_for
-        from ddpctl.errors import EngineError
-        from ddpctl.watch import history
+        from ddpctl.watch import sources, status
 
-        try:
-            view = sources.docker_view(engine_for(docker_hosts), job)
-        except EngineError:
-            if history.find(job) is None:
-                raise
-            view = None  # no engine answers: the kept output still says how the job ended
-        if view is None:
-            view = sources.job_view(None, job)
-    return status.build(view, time.time())
+        return status.build(sources.slurm_view(slurm, directory), time.time())
+    from ddpctl.api.jobs import engine_for, status_dict
+
+    return status_dict(job, lambda: engine_for(docker_hosts))  # what ddpctl.Job.status() reads
 
 
 @app.command("status")

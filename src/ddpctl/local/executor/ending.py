@@ -94,19 +94,27 @@ def said_finished(job: Job, outcome: Outcome) -> JobFailed | None:
     """None when the program said it finished (ddp-train: its summary record with exit code 0; another
     program: every node exited 0 with every line read), else the one line why the job did not finish."""
     argv = list(job.plan.containers[0].argv) if job.plan.containers else []
+    return program_finished(job.plan.job, argv, len(job.ids), outcome, job.step)
+
+
+def program_finished(name: str, argv: list[str], nodes: int, outcome: Outcome, step: int | None = None) -> JobFailed | None:
+    """:func:`said_finished` for a job known by its name, its nodes' argv and their count (a job found by its
+    labels, as ``ddpctl.Job.wait`` finds one)."""
     at = restarts.ddp_train_at(argv)
     if at is None or _NO_RUN & set(argv[at + 1:at + 2] + [a for a in argv[at + 1:] if a.startswith("-")]):
         return None
     summary = outcome.summary
     if summary is not None and summary.get("exit_code", 0) == 0:
         return None
-    n = len(job.ids)
+    n = nodes
+    at_step = outcome.step if outcome.step is not None else step
+    at_step_text = f" at step {at_step}" if at_step is not None else ""
     if summary is None:
-        why = (f"all {n} node(s) of job {job.plan.job} exited 0{_step(outcome, job)}, but ddp-train printed no "
+        why = (f"all {n} node(s) of job {name} exited 0{at_step_text}, but ddp-train printed no "
                "summary record, so the run did not finish")
     else:
-        why = (f"ddp-train's summary record of job {job.plan.job} says exit code {summary.get('exit_code')} "
+        why = (f"ddp-train's summary record of job {name} says exit code {summary.get('exit_code')} "
                f"(sync check: {summary.get('sync_check')})")
-    exc = JobFailed(why, f"see '{shlex.join(['ddpctl', 'logs', job.plan.job, '--node', '0'])}'")
+    exc = JobFailed(why, f"see '{shlex.join(['ddpctl', 'logs', name, '--node', '0'])}'")
     exc.exit_code = 1
     return exc
