@@ -21,6 +21,10 @@ if have_cuda != want_cuda and not (want_cuda and have_cuda.startswith(want_cuda 
 for exe in ("torchrun", "ddp-train"):
     if shutil.which(exe) is None:
         problems.append(f"{exe} is not on PATH")
+try:
+    import cloudpickle  # noqa: F401  (ddpctl.run carries the caller's function to the ranks with it)
+except ImportError:
+    problems.append("cloudpickle is not installed (ddpctl.run needs it)")
 if not torch.distributed.is_available():
     problems.append("torch.distributed is not available")
 if problems:
