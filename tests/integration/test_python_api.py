@@ -73,9 +73,10 @@ def test_a_failed_job_gives_the_exit_code_of_the_cli_and_bad_input_starts_nothin
     with pytest.raises(ddpctl.JobFailed) as failed:
         outcome.check()
     assert failed.value.exit_code == 3
+    job.down()
+    sleeper = ddpctl.up(name=job_name, image=cpu_image, nodes=1, command=["sleep", "60"])
     with pytest.raises(TimeoutError):
-        ddpctl.up(name=job_name + "s", image=cpu_image, nodes=1, command=["sleep", "30"]).wait(timeout=1)
-    ddpctl.job(job_name + "s").down()
+        sleeper.wait(timeout=1)
 
 
 MAIN_SCRIPT = """

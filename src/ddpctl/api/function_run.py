@@ -19,7 +19,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +27,6 @@ from ddpctl.errors import DdpctlError, UsageError
 
 RUN_DIR = "/ddpctl-run"  # where every container mounts the run directory
 MAX_RECORD_BYTES = 2 * 1024**3  # a rank's record (its pickled return value) read back at most
-STOP_GRACE_S = 3.0  # after the first node fails, the others get this long to report before they are stopped
 
 
 class RemoteError(DdpctlError):
@@ -96,30 +94,6 @@ def _read_record(path: Path) -> dict | None:
     with open(path, "rb") as f:
         record = pickle.load(f)  # noqa: S301 - the caller's own function wrote it (see the module's note)
     return record if isinstance(record, dict) else None
-
-
-def _wait_stopping_at_failure(engine, name: str, timeout: float | None) -> None:
-    """Wait for every node to exit; after the first non-zero exit, stop the others (as an attached ``up`` does)."""
-    from ddpctl.api.jobs import current_nodes
-
-    deadline = None if timeout is None else time.monotonic() + timeout
-    stop_at = None
-    while True:
-        nodes = current_nodes(engine, name)
-        running = [c for c in nodes.values() if c.running or c.state == "created"]
-        if not running:
-            return
-        if stop_at is None and any(not c.running and c.exit_code not in (0, None) for c in nodes.values()):
-            stop_at = time.monotonic() + STOP_GRACE_S
-        if stop_at is not None and time.monotonic() >= stop_at:
-            for c in running:
-                try:
-                    engine.stop(c.id, 5)
-                except Exception:  # noqa: BLE001 - the removal after this call forces it
-                    pass
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"ddpctl.run: job {name} still runs after {timeout} s; it is removed")
-        time.sleep(0.5)
 
 
 def _failure(name: str, world: int, records: dict[int, dict | None], outcome) -> RemoteError | None:
@@ -238,9 +212,11 @@ def run(fn: Callable[..., Any], *args: Any, nodes: int = 2, nproc_per_node: int 
         launched = jobs_api.start(prepared, detach=True)
         engine = prepared.engine
         try:
-            _wait_stopping_at_failure(engine, name, timeout)
-            nodes_now = jobs_api.current_nodes(engine, name)
-            outcome = jobs_api.node_outcome(engine, name, nodes_now) if nodes_now else None
+            try:
+                nodes_now, stopped = jobs_api.wait_for_exit(engine, name, timeout, poll_s=0.5)
+            except TimeoutError:
+                raise TimeoutError(f"ddpctl.run: job {name} still ran after {timeout} s; it is removed") from None
+            outcome = jobs_api.node_outcome(engine, name, nodes_now, stopped) if nodes_now else None
         finally:
             jobs_api.remove(engine, name)
         world = prepared.plan.world_size

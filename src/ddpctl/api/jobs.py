@@ -324,26 +324,19 @@ class Job:
         start = since_time(since)
         return log_lines(self.name, self._engine, follow=follow, node=node, tail=tail, since=start, records=records)
 
-    def wait(self, timeout: float | None = None, *, poll_s: float = 1.0) -> Outcome:
+    def wait(self, timeout: float | None = None, *, stop_on_failure: bool = True, poll_s: float = 1.0) -> Outcome:
         """Block until every node has exited (at most ``timeout`` seconds: then :class:`TimeoutError`), and
-        return the :class:`ddpctl.Outcome` with the exit code ``ddpctl up`` would return. A job that is
-        gone (``down``) is read from its kept output."""
+        return the :class:`ddpctl.Outcome` with the exit code ``ddpctl up`` would return. As an attached
+        ``ddpctl up`` does, the first node that fails gets a few seconds to report, then the other nodes are
+        stopped (``stop_on_failure=False`` leaves them running to their own end). A job that is gone
+        (``down``) is read from its kept output."""
         if self._outcome is not None:
             return self._outcome
         if timeout is not None and timeout < 0:
             raise UsageError(f"timeout= must be at least 0, got {timeout}", "pass e.g. timeout=600")
-        deadline = None if timeout is None else time.monotonic() + timeout
         engine = self._engine()
-        while True:
-            nodes = current_nodes(engine, self.name)
-            if not nodes:
-                return kept_outcome(self.name)
-            if not any(c.running or c.state == "created" for c in nodes.values()):
-                return node_outcome(engine, self.name, nodes)
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"job {self.name} still runs after {timeout} s")
-            time.sleep(poll_s if left is None else max(0.0, min(poll_s, left)))
+        nodes, stopped = wait_for_exit(engine, self.name, timeout, stop_on_failure=stop_on_failure, poll_s=poll_s)
+        return node_outcome(engine, self.name, nodes, stopped) if nodes else kept_outcome(self.name)
 
     def down(self) -> Removed:
         """Stop and remove the job's containers, network and checkpoint volume, as ``ddpctl down`` does (its
@@ -518,9 +511,41 @@ def current_nodes(engine: Engine, name: str) -> dict[int, ContainerInfo]:
     return {n: c for n, c in found.items() if history.attempt_of(c.labels) == last}
 
 
-def node_outcome(engine: Engine, name: str, nodes: dict[int, ContainerInfo]) -> Outcome:
-    """The outcome of a job whose nodes all exited: the root cause of a failure as the attached ``up`` names
-    it, else whether the program said it finished."""
+def wait_for_exit(engine: Engine, name: str, timeout: float | None, *, stop_on_failure: bool = True,
+                  poll_s: float = 1.0) -> tuple[dict[int, ContainerInfo], set[int]]:
+    """Poll until none of the job's nodes runs; the nodes then ({} when the job has no containers) and those
+    stopped here. With
+    ``stop_on_failure``, the others are stopped once a node failed and had its grace to report (the attached
+    ``up``'s rule: :data:`ddpctl.local.executor.PEER_GRACE_S`)."""
+    from ddpctl.local import executor
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    stop_at: float | None = None
+    stopped: set[int] = set()
+    while True:
+        nodes = current_nodes(engine, name)
+        running = [n for n, c in nodes.items() if c.running or c.state == "created"]
+        if not running:
+            return nodes, stopped
+        if stop_on_failure and stop_at is None and any(
+                not (c.running or c.state == "created") and c.exit_code not in (0, None) for c in nodes.values()):
+            stop_at = time.monotonic() + executor.PEER_GRACE_S
+        if stop_at is not None and time.monotonic() >= stop_at:
+            for n in running:
+                stopped.add(n)
+                try:
+                    engine.stop(nodes[n].id, 5)
+                except Exception:  # noqa: BLE001 - gone meanwhile, or stopping: the next poll sees it
+                    pass
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError(f"job {name} still runs after {timeout} s")
+        time.sleep(poll_s if left is None else max(0.0, min(poll_s, left)))
+
+
+def node_outcome(engine: Engine, name: str, nodes: dict[int, ContainerInfo], stopped: set[int] = frozenset()) -> Outcome:
+    """The outcome of a job whose nodes all exited (``stopped``: those stopped after the first failure): the
+    root cause of a failure as the attached ``up`` names it, else whether the program said it finished."""
     import shlex
 
     from ddpctl.local import executor
@@ -528,14 +553,14 @@ def node_outcome(engine: Engine, name: str, nodes: dict[int, ContainerInfo]) -> 
     from ddpctl.local.executor.common import split_lines
 
     codes = {n: (c.exit_code if c.exit_code is not None else 1) for n, c in sorted(nodes.items())}
-    failed = [n for n, code in codes.items() if code != 0]
+    failed = sorted((n for n, code in codes.items() if code != 0), key=lambda n: (n in stopped, n))
     if failed:
         found = []
         for n in failed:
             try:
-                found.append(executor.node_failure(engine, n, nodes[n].id, codes[n]))
+                found.append(executor.node_failure(engine, n, nodes[n].id, codes[n], stopped=n in stopped))
             except Exception:  # noqa: BLE001 - the logs are gone: still name the node and its code
-                found.append(executor.NodeFailure(n, codes[n]))
+                found.append(executor.NodeFailure(n, codes[n], secondary=n in stopped))
         cause = executor.root_cause(found)
         failure = executor.failure_message(name, cause.node, cause.exit_code, nodes[cause.node], cause)
         return Outcome.of_failure(name, failure, codes, None, cause.rank)

@@ -67,6 +67,8 @@ def main(directory):
     try:
         value = fn(*args)
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are the function's too
+        traceback.print_exc()  # in the job's output too ('ddpctl logs'), its last line the launcher's root cause
+        sys.stderr.flush()
         try:
             pickled = cloudpickle.dumps(exc)
         except Exception:  # noqa: BLE001 - the type and text still travel
