@@ -209,7 +209,7 @@ def run(fn: Callable[..., Any], *args: Any, nodes: int = 2, nproc_per_node: int 
         spec = job_spec({**fields, "volumes": [*volumes, f"{directory}:{RUN_DIR}"]},
                         command=["python", f"{RUN_DIR}/remote_call.py", RUN_DIR])
         prepared = jobs_api.prepare(spec)
-        launched = jobs_api.start(prepared, detach=True)
+        jobs_api.start(prepared, detach=True)
         engine = prepared.engine
         try:
             try:
@@ -226,7 +226,6 @@ def run(fn: Callable[..., Any], *args: Any, nodes: int = 2, nproc_per_node: int 
             raise error
         import pickle
 
-        del launched
         return [pickle.loads(records[r]["value"]) for r in range(world)]  # type: ignore[index]  # noqa: S301
     finally:
         shutil.rmtree(directory, ignore_errors=True)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Iterator, Mapping, Sequence
 
 from ddpctl.errors import JobFailed, UsageError
 
@@ -203,6 +203,7 @@ def up(*, command: Sequence[str] | None = None, spec: JobSpec | Mapping[str, Any
     wait_s = executor.engine_wait_s()  # a bad DDPCTL_ENGINE_WAIT is refused before anything starts
     if resume:
         executor.check_resume(built.max_restarts, built.name)
+    # the lines 'ddpctl up' prints go to the "ddpctl" logger (logging.basicConfig(level="INFO") shows them)
     prepared = prepare(built, bake=bake, job_file=None if file is None else os.fspath(file), say=log.info)
     launched = start(prepared, detach=detach, resume=resume, say=log.info)
     if not detach:
@@ -543,7 +544,8 @@ def wait_for_exit(engine: Engine, name: str, timeout: float | None, *, stop_on_f
         time.sleep(poll_s if left is None else max(0.0, min(poll_s, left)))
 
 
-def node_outcome(engine: Engine, name: str, nodes: dict[int, ContainerInfo], stopped: set[int] = frozenset()) -> Outcome:
+def node_outcome(engine: Engine, name: str, nodes: dict[int, ContainerInfo],
+                 stopped: AbstractSet[int] = frozenset()) -> Outcome:
     """The outcome of a job whose nodes all exited (``stopped``: those stopped after the first failure): the
     root cause of a failure as the attached ``up`` names it, else whether the program said it finished."""
     import shlex
