@@ -7,6 +7,8 @@ these modules until a name is used. The parts:
 - :mod:`.spec_input`   keyword arguments (the job spec's keys), a spec mapping or a file -> one :class:`JobSpec`;
 - :mod:`.manifests`    ``render`` (the text ``ddpctl render`` prints) and ``validate``;
 - :mod:`.jobs`         ``up``, :class:`Job` (status, logs, wait, down), ``job`` and ``jobs``;
+- :mod:`.job_output`   a job's status dict, log lines and removal (what ``Job`` and the CLI share);
+- :mod:`.job_outcome`  how a job ended (:class:`Outcome`, the CLI's exit code), waiting for its nodes;
 - :mod:`.job_status`   the typed form of ``ddpctl status --json``;
 - :mod:`.function_run` ``run``: a Python function on every rank of a job, its return values back;
 - :mod:`.remote_call`  the program ``run`` starts on every rank (standard library and cloudpickle only);

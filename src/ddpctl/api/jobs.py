@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from ddpctl.errors import JobFailed, UsageError
+from ddpctl.api.job_outcome import Outcome, kept_outcome, node_outcome, wait_for_exit
+from ddpctl.api.job_output import Removed, current_nodes, log_lines, remove, since_time, status_dict
+from ddpctl.errors import UsageError
 
 if TYPE_CHECKING:
     from ddpctl.api.job_status import JobStatus
-    from ddpctl.local.engine_interface import ContainerInfo, Engine
+    from ddpctl.local.engine_interface import Engine
     from ddpctl.local.plan import LocalPlan
     from ddpctl.spec import JobSpec
 
@@ -217,56 +217,6 @@ def up(*, command: Sequence[str] | None = None, spec: JobSpec | Mapping[str, Any
 # ---- a job by its name: status, logs, wait, down
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How a job ended, as ``ddpctl up`` (attached) reports it.
-
-    ``exit_code`` is what the CLI would exit with: 0 when every node exited 0 and the program said it
-    finished; a failed node's exit code (1 for one outside 1..255); 69 when a Docker Engine went away for
-    good. ``message`` and ``fix`` are its one line (the ``error:`` line of the CLI on a failure).
-    """
-
-    job: str
-    exit_code: int
-    message: str
-    fix: str = ""
-    node_exit_codes: dict[int, int] = field(default_factory=dict)
-    summary: dict | None = None  #: ddp-train's summary record, when it printed one
-    rank: int | None = None  #: the rank a failure is blamed on, when its node's launcher named one
-
-    @property
-    def succeeded(self) -> bool:
-        return self.exit_code == 0
-
-    def check(self) -> Outcome:
-        """Raise :class:`ddpctl.JobFailed` (with this exit code and line) unless it succeeded; else self."""
-        if not self.succeeded:
-            exc = JobFailed(self.message, self.fix)
-            exc.exit_code = self.exit_code
-            raise exc
-        return self
-
-    @classmethod
-    def of_failure(cls, job: str, failure: JobFailed, codes: dict[int, int], summary: dict | None,
-                   rank: int | None = None) -> Outcome:
-        return cls(job, failure.exit_code, failure.problem, failure.fix, codes, summary, rank)
-
-
-@dataclass(frozen=True)
-class Removed:
-    """What :meth:`Job.down` removed, and where the job's output is kept."""
-
-    job: str
-    containers: int
-    networks: int
-    volumes: int
-    kept: Path | None = None
-    tensorboard: str | None = None  #: where its TensorBoard event files are kept
-
-    def __bool__(self) -> bool:
-        return bool(self.containers or self.networks or self.volumes)
-
-
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not name.strip():
         raise UsageError(f"a job name must be a non-empty string, got {name!r}", "pass e.g. 'ddp'")
@@ -382,228 +332,7 @@ def jobs(*, docker_hosts: str | Sequence[str] | None = None, kept: bool = True) 
     return out
 
 
-# ---- the implementations the CLI shares
 
-
-def status_dict(name: str, engine: Engine | Callable[[], Engine]) -> dict:
-    """The dict of ``ddpctl status JOB --json``: the job's containers, else its kept output."""
-    from ddpctl.errors import EngineError
-    from ddpctl.watch import history, sources, status
-
-    try:
-        view = sources.docker_view(engine() if callable(engine) else engine, name)
-    except EngineError:
-        if history.find(name) is None:
-            raise
-        view = None  # no engine answers: the kept output still says how the job ended
-    if view is None:
-        view = sources.job_view(None, name)
-    return status.build(view, time.time())
-
-
-_SINCE = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
-
-
-def since_time(value: str | float | datetime | timedelta | None, *, flag: str = "since=") -> float | None:
-    """A Unix time from ``--since``'s forms (30s, 10m, 2h, 1d, a Unix time), a datetime or a timedelta."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, timedelta):
-        return time.time() - value.total_seconds()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    m = _SINCE.fullmatch(value.strip()) if isinstance(value, str) else None
-    if not m:
-        raise UsageError(f"{flag} {value!r} is not a duration such as 30s, 10m, 2h or a Unix time",
-                         f"write e.g. {flag}{'10m' if flag.endswith('=') else ' 10m'}")
-    number, unit = float(m.group(1)), m.group(2)
-    if not unit and number > 1e9:
-        return number  # a Unix time
-    return time.time() - number * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
-
-
-def log_lines(name: str, engine: Engine | Callable[[], Engine], *, follow: bool = False, node: int | None = None,
-              tail: int | None = None, since: float | None = None, records: bool = False, color: bool = False,
-              say: Say = _quiet) -> Iterator[str]:
-    """``ddpctl logs``'s lines (prefixed with node and rank); notes (silent ranks, kept output) through ``say``."""
-    from ddpctl.local import executor
-    from ddpctl.watch.records import is_record
-
-    eng = engine() if callable(engine) else engine
-    try:
-        nodes = executor.job_nodes(eng, name, node)
-    except UsageError:
-        kept = _kept_lines(name, node, tail, since, records, color, say)
-        if kept is None:
-            raise
-        yield from kept
-        return
-    expected = {n: executor.node_ranks(info.command) for n, info in nodes.items()}
-    world = max([r.stop for r in expected.values() if r] or [1])
-    width = executor.label_width(max(nodes) + 1, world)
-    seen: dict[int, set[int]] = {n: set() for n in nodes}
-    source = (executor.follow_logs(eng, name, node=node, tail=tail, since=since, say=say) if follow
-              else executor.merged_logs(eng, name, node=node, tail=tail, since=since))
-    for n, line in source:
-        r, text = executor.split_rank(line)
-        if r is not None:
-            seen[n].add(r)
-        if not records and is_record(text):
-            continue
-        yield executor.prefix(n, width, color, r) + text
-    for n in sorted(nodes):
-        note = executor.silent_ranks_line(n, expected[n], seen[n], window=tail is not None or since is not None)
-        if note:
-            say(note)
-
-
-def _kept_lines(name: str, node, tail, start, records: bool, color: bool, say: Say) -> list[str] | None:
-    """``logs`` of a job that is gone: its kept output (the last attempt), as the containers gave it."""
-    from ddpctl.local import executor
-    from ddpctl.watch import history
-    from ddpctl.watch.records import is_record, stamp_seconds
-
-    kept = history.find(name)
-    if kept is None:
-        return None
-    last = max((a for a, _ in kept.lines), default=0)
-    picked: dict[int, list[tuple[str, str]]] = {}
-    for (a, n), lines in kept.lines.items():
-        if a == last and (node is None or n == node):
-            sel = [ln for ln in lines if start is None or (stamp_seconds(ln[0]) or 0) >= start]
-            picked[n] = sel[-tail:] if tail else ([] if tail == 0 else sel)
-    if node is not None and node not in picked:
-        return None
-    entries = sorted((s, n, t) for n, ls in picked.items() for s, t in ls)
-    world = int(kept.meta.get("world_size") or 0)
-    width = executor.label_width(max(picked, default=0) + 1, max(world, len(picked)))
-    out = []
-    for _, n, text in entries:
-        r, body = executor.split_rank(text)
-        if records or not is_record(body):
-            out.append(executor.prefix(n, width, color, r) + body)
-    say(f"job {name} is gone: its output as kept in {kept.folder}")
-    return out
-
-
-def remove(engine: Engine, name: str) -> Removed:
-    """``ddpctl down JOB``: containers, network and checkpoint volume removed, the output kept first."""
-    from ddpctl.local import executor
-    from ddpctl.watch import history
-
-    n_c, n_n, n_v = executor.remove_job(engine, name)
-    kept = history.find(name) if n_c else None
-    tb = (kept.meta.get("tensorboard") or {}) if kept else {}
-    return Removed(name, n_c, n_n, n_v, kept.folder if kept else None, tb.get("kept") or tb.get("host_path"))
-
-
-def current_nodes(engine: Engine, name: str) -> dict[int, ContainerInfo]:
-    """The job's containers of its newest attempt, by node; {} when it has none."""
-    from ddpctl.local import executor
-    from ddpctl.watch import history
-
-    try:
-        found = executor.job_nodes(engine, name)
-    except UsageError:
-        return {}
-    last = max(history.attempt_of(c.labels) for c in found.values())
-    return {n: c for n, c in found.items() if history.attempt_of(c.labels) == last}
-
-
-def wait_for_exit(engine: Engine, name: str, timeout: float | None, *, stop_on_failure: bool = True,
-                  poll_s: float = 1.0) -> tuple[dict[int, ContainerInfo], set[int]]:
-    """Poll until none of the job's nodes runs; the nodes then ({} when the job has no containers) and those
-    stopped here. With
-    ``stop_on_failure``, the others are stopped once a node failed and had its grace to report (the attached
-    ``up``'s rule: :data:`ddpctl.local.executor.PEER_GRACE_S`)."""
-    from ddpctl.local import executor
-
-    deadline = None if timeout is None else time.monotonic() + timeout
-    stop_at: float | None = None
-    stopped: set[int] = set()
-    while True:
-        nodes = current_nodes(engine, name)
-        running = [n for n, c in nodes.items() if c.running or c.state == "created"]
-        if not running:
-            return nodes, stopped
-        if stop_on_failure and stop_at is None and any(
-                not (c.running or c.state == "created") and c.exit_code not in (0, None) for c in nodes.values()):
-            stop_at = time.monotonic() + executor.PEER_GRACE_S
-        if stop_at is not None and time.monotonic() >= stop_at:
-            for n in running:
-                stopped.add(n)
-                try:
-                    engine.stop(nodes[n].id, 5)
-                except Exception:  # noqa: BLE001 - gone meanwhile, or stopping: the next poll sees it
-                    pass
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            raise TimeoutError(f"job {name} still runs after {timeout} s")
-        time.sleep(poll_s if left is None else max(0.0, min(poll_s, left)))
-
-
-def node_outcome(engine: Engine, name: str, nodes: dict[int, ContainerInfo],
-                 stopped: AbstractSet[int] = frozenset()) -> Outcome:
-    """The outcome of a job whose nodes all exited (``stopped``: those stopped after the first failure): the
-    root cause of a failure as the attached ``up`` names it, else whether the program said it finished."""
-    import shlex
-
-    from ddpctl.local import executor
-    from ddpctl.local.executor import attach, ending
-    from ddpctl.local.executor.common import split_lines
-
-    codes = {n: (c.exit_code if c.exit_code is not None else 1) for n, c in sorted(nodes.items())}
-    failed = sorted((n for n, code in codes.items() if code != 0), key=lambda n: (n in stopped, n))
-    if failed:
-        found = []
-        for n in failed:
-            try:
-                found.append(executor.node_failure(engine, n, nodes[n].id, codes[n], stopped=n in stopped))
-            except Exception:  # noqa: BLE001 - the logs are gone: still name the node and its code
-                found.append(executor.NodeFailure(n, codes[n], secondary=n in stopped))
-        cause = executor.root_cause(found)
-        failure = executor.failure_message(name, cause.node, cause.exit_code, nodes[cause.node], cause)
-        return Outcome.of_failure(name, failure, codes, None, cause.rank)
-    seen = executor.Outcome(dict(codes), None)
-    for _, c in sorted(nodes.items()):
-        try:
-            for line in split_lines(engine.logs(c.id, tail=200)):
-                attach.read_line(seen, executor.split_rank(line)[1])
-        except Exception:  # noqa: BLE001 - removed meanwhile: judged on what was read
-            pass
-    not_done = ending.program_finished(name, list(nodes[min(nodes)].command), len(nodes), seen)
-    if not_done is not None:
-        return Outcome.of_failure(name, not_done, codes, seen.summary)
-    return Outcome(name, 0, f"job {name} finished: all {len(nodes)} node(s) exited 0",
-                   f"remove it with '{shlex.join(['ddpctl', 'down', name])}'", codes, seen.summary)
-
-
-def kept_outcome(name: str) -> Outcome:
-    """The outcome of a job that is gone, from its kept output."""
-    from ddpctl.local import executor
-    from ddpctl.watch import history, records
-
-    kept = history.find(name)
-    if kept is None:
-        raise UsageError(f"no job {name}: no containers and no kept output in {history.root()}",
-                         "list jobs with ddpctl.jobs() or 'ddpctl ps --all'")
-    codes = {int(n): int(c) for n, c in (kept.meta.get("exit_codes") or {}).items()
-             if str(n).isdigit() and isinstance(c, int)}
-    _, summary = records.collect(kept.texts())
-    result = kept.meta.get("result")
-    failed = sorted(n for n, c in codes.items() if c != 0)
-    if result == "succeeded" and not failed:
-        return Outcome(name, 0, f"job {name} finished: all {len(codes)} node(s) exited 0 (kept in {kept.folder})",
-                       "", codes, summary)
-    if failed:
-        last = max((a for a, _ in kept.lines), default=0)
-        texts = [t for _, t in kept.lines.get((last, failed[0]), [])]
-        found = executor.parse_launch_failure(texts[-40:])
-        cause = None if found is None else executor.NodeFailure(failed[0], codes[failed[0]], found[0], found[3])
-        failure = executor.failure_message(name, failed[0], codes[failed[0]], None, cause)
-        return Outcome.of_failure(name, failure, codes, summary)
-    exc = JobFailed(f"job {name} was {result or 'stopped'} before it ended (kept in {kept.folder})",
-                    "start it again")
-    return Outcome.of_failure(name, exc, codes, summary)
+__all__ = ["Job", "Launched", "Outcome", "Prepared", "Removed", "caller_user", "current_nodes", "engine_for",
+           "hosts_flag", "job", "jobs", "kept_outcome", "log_lines", "node_outcome", "prepare", "remove",
+           "run_attached", "since_time", "start", "status_dict", "up", "wait_for_exit"]
