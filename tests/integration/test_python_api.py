@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import pytest
-from itest_helpers import ddpctl as cli
 
 import ddpctl
+from itest_helpers import ddpctl as cli
 
 ENV_SCRIPT = """
 import json, os, torch, torch.distributed as dist

@@ -72,8 +72,8 @@ def prepare(spec: JobSpec, *, bake: bool = False, pip: Any = None, allow_credent
             job_file: str | None = None, dry_run: bool = False, say: Say = _quiet) -> Prepared:
     """Build the workspace image when asked (``up --bake``), place the nodes on their engine(s) and plan the
     containers; nothing is created (with ``dry_run`` nothing is built either)."""
-    from ddpctl.cli import docker_hosts as dh
     from ddpctl.cli import workspace_options
+    from ddpctl.dockerengine import job_engine
     from ddpctl.local import executor
     from ddpctl.local.plan import plan_local
 
@@ -88,11 +88,9 @@ def prepare(spec: JobSpec, *, bake: bool = False, pip: Any = None, allow_credent
     else:
         workspace_options.refuse_unused(pip, spec.workspace.requirements, flag="--bake",
                                         allow_credentials=allow_credentials)
-    spec, engine = dh.place(spec)
-    several = bool(spec.docker_hosts)  # threads are set in each container there (its CPUs are unknown here)
-    plan = plan_local(spec, cwd=Path.cwd(), default_user=caller_user(),
-                      host_cpus=None if several else executor.host_cpus(engine))
-    return Prepared(spec, engine, plan, several)
+    spec, engine = job_engine.for_spec(spec)
+    plan = plan_local(spec, cwd=Path.cwd(), default_user=caller_user(), host_cpus=executor.host_cpus(engine))
+    return Prepared(spec, engine, plan, bool(engine.node_per_host))
 
 
 @dataclass
@@ -107,7 +105,6 @@ class Launched:
 
 def start(prepared: Prepared, *, detach: bool, resume: bool = False, say: Say = _quiet) -> Launched:
     """Create and start the job's network and containers (all or nothing); one line about it through ``say``."""
-    from ddpctl.host_gpus import gpu_count as host_gpu_count
     from ddpctl.local import executor, restarts
     from ddpctl.watch import tensorboard
 
@@ -116,10 +113,8 @@ def start(prepared: Prepared, *, detach: bool, resume: bool = False, say: Say = 
         raise UsageError(f"--max-restarts {plan.max_restarts} needs an attached 'ddpctl up': it is the process "
                          "that restarts the job, and -d returns at once",
                          "drop -d (keep it running with nohup or tmux), or use --max-restarts 0")
-    several = prepared.several
-    started = executor.start_job(plan, prepared.engine, several=several, resume=resume, say=say,
-                                 host_gpus=0 if several or not plan.wants_gpus else host_gpu_count())
-    on = f" on {len(spec.docker_hosts)} Docker host(s)" if several else ""
+    started = executor.start_job(plan, prepared.engine, resume=resume, say=say)
+    on = f" on {len(spec.docker_hosts)} Docker host(s)" if spec.docker_hosts else ""
     where = f"volume {plan.checkpoint_volume}" if plan.checkpoint_volume else "your mount"
     tb_dir = tensorboard.flag_value(plan.containers[0].argv)
     say(f"job {plan.job}: {len(started.job.ids)} node(s){on}, world size {plan.world_size}, image {plan.image}"
