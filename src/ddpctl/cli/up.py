@@ -85,7 +85,7 @@ def up(**kw) -> None:
     wait_s = executor.engine_wait_s()  # a bad DDPCTL_ENGINE_WAIT is refused before anything starts
     if resume:
         executor.check_resume(spec.max_restarts, spec.name)
-    # ddpctl.up is these same calls (ddpctl.api.jobs): prepare, start, run_attached
+    # ddpctl.up is these same calls (ddpctl.api.job_start): prepare, start, run_attached
     prepared = jobs.prepare(spec, bake=bool(bake), pip=pip, allow_credentials=allow_credentials,
                             job_file=None if job_file is None else str(job_file), dry_run=dry_run, say=err)
     if dry_run:
