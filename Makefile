@@ -63,11 +63,19 @@ WHEELHOUSE ?= wheelhouse
 engine:  ## a running Docker Engine + docker-compose + debootstrap (installs/starts them when missing)
 	bash scripts/ci-setup.sh
 
-# Offline wheels for the CPU image: torch (CPU build) and ddpctl's runtime dependencies.
-$(WHEELHOUSE)/.stamp: pyproject.toml | $(BIN)/python
+# Offline wheels for the CPU image: torch (CPU build), ddpctl's runtime dependencies and tensorboard (every image
+# carries it: IMAGE_EXTRAS in src/ddpctl/images/build.py).
+IMAGE_EXTRAS = tensorboard
+$(WHEELHOUSE)/.stamp: pyproject.toml $(WHEELHOUSE)/.extras-$(IMAGE_EXTRAS) | $(BIN)/python
 	mkdir -p $(WHEELHOUSE)
-	$(BIN)/pip download -q -d $(WHEELHOUSE) $(TORCH_CPU) numpy .
+	$(BIN)/pip download -q -d $(WHEELHOUSE) $(TORCH_CPU) numpy $(IMAGE_EXTRAS) .
 	rm -f $(WHEELHOUSE)/ddpctl-*
+	touch $@
+
+# a wheelhouse made before the extras changed is made again
+$(WHEELHOUSE)/.extras-$(IMAGE_EXTRAS): | $(BIN)/python
+	mkdir -p $(WHEELHOUSE)
+	rm -f $(WHEELHOUSE)/.extras-*
 	touch $@
 
 wheelhouse: $(WHEELHOUSE)/.stamp

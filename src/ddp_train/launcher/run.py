@@ -41,6 +41,7 @@ from ddp_train.errors import (
     LOST_PEER_TEXT,
     looks_like_lost_peer,
 )
+from ddp_train.launcher.exits import EXIT_HUNG, TORCHRUN_NO_VALUE, ExitWatch, wrap_command
 from ddp_train.launcher.rank_lines import PREFIX_TEMPLATE, CppTraceFilter, RankLines
 
 FAILURE_LINE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
@@ -76,6 +77,7 @@ class RankFailure:
     last_line: str
     lost_peer: bool
     at: float  # when its last error line came (monotonic), inf if none
+    hung: bool = False  # its program ended but the process did not exit in time (the exit watch killed it)
 
     def line(self) -> str:
         notes = []
@@ -88,8 +90,11 @@ class RankFailure:
                 f"{self.last_line or '(no error output)'}")
 
 
-def root_cause(failures: dict, last: dict[int, tuple[str, float]]) -> RankFailure:
-    """The failed rank to blame: not a lost peer if any, then the one whose error came first, then rank."""
+def root_cause(failures: dict, last: dict[int, tuple[str, float]], hung: dict | None = None) -> RankFailure:
+    """The failed rank to blame: not a lost peer if any, then one that failed rather than one that did not exit
+    after its program ended (``hung``: ranks the exit watch killed, exits.ExitWatch), then the one whose error
+    came first, then rank."""
+    hung = hung or {}
     found = []
     for rank, failure in failures.items():
         rank = int(rank)
@@ -100,10 +105,13 @@ def root_cause(failures: dict, last: dict[int, tuple[str, float]]) -> RankFailur
                 text = msg.strip().splitlines()[-1] if msg.strip() else ""
         code = int(failure.exitcode)
         sig = _signal_name(-code) if code < 0 else None
+        if rank in hung and code == -signal.SIGKILL:
+            found.append(RankFailure(rank, EXIT_HUNG, None, text[:500], False, at, hung=True))
+            continue
         lost = (code in LOST_PEER_CODES or code == -signal.SIGTERM or looks_like_lost_peer(text))
         found.append(RankFailure(rank, failure_exit_code(code), sig, text[:500], lost, at))
     # a rank the agent stopped (SIGTERM) after another failed says least; then the earliest error line
-    found.sort(key=lambda f: (f.lost_peer, f.signal == "SIGTERM", f.at, f.rank))
+    found.sort(key=lambda f: (f.lost_peer, f.hung, f.signal == "SIGTERM", f.at, f.rank))
     return found[0]
 
 
@@ -134,9 +142,7 @@ def _quiet_torch_logging() -> None:
             handler.addFilter(flt)
 
 
-# torchrun flags that take no value (every other flag before the training command takes one)
-_NO_VALUE = {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path",
-             "--virtual-local-rank", "--virtual_local_rank", "-h", "--help"}
+_NO_VALUE = TORCHRUN_NO_VALUE  # torchrun flags that take no value (exits.py)
 
 
 def _has_flag(argv: list[str], *flags: str) -> bool:
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
 
         torchrun_main(args)
         return 0
-    args = _with_tee(args)
+    args = wrap_command(_with_tee(args))  # a Python worker ends its process group before teardown (worker.py)
     from ddp_train.runtime.threads import apply_for_launch
 
     apply_for_launch(args)
@@ -182,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = out, err  # before torch is imported: its log handlers write here
     cpp = CppTraceFilter(err, real_stderr)
     code = 0
+    watch = ExitWatch().start()  # bounds the time from the end of a worker's program to its exit (exits.py)
     final = ""  # the one closing line, written after c10d's fd-2 messages are drained (they come first)
     try:
         from ddp_train.runtime.startup import import_modules
@@ -200,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         except ChildFailedError as exc:
             out.finish()
             err.finish()
-            cause = root_cause(exc.failures, err.last)
-            final = cause.line() + "\n"
+            cause = root_cause(exc.failures, err.last, watch.hung)
+            final = (watch.line(cause.rank, cause.exit_code) if cause.hung else cause.line()) + "\n"
             code = cause.exit_code
         except SignalException as exc:
             num = int(exc.sigval)
@@ -212,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             code = agent_error_exit_code(exc)
             final = f"ddp-train-launch: error: {type(exc).__name__}: {first} (exit code {code})\n"
     finally:
+        watch.close()
         out.finish()
         cpp.close()
         if final:

@@ -82,11 +82,17 @@ def wheel_requirements(wheel: Path) -> list[str]:
     return reqs
 
 
+# what every image carries beyond torch and ddpctl's own dependencies (the wheelhouse of the CPU image is made from
+# the same list: ``make wheelhouse``)
+IMAGE_EXTRAS = ("tensorboard",)
+
+
 def image_requirements(plan: BuildPlan, wheel: Path) -> list[str]:
-    """What stage 1 installs: torch (skipped there when the base has it) and ddpctl's dependencies; the CUDA image
-    also gets tensorboard (ddp-train --tensorboard; the CPU image stays offline with the wheelhouse it has)."""
+    """What stage 1 installs: torch (skipped there when the base has it), ddpctl's dependencies and, on every image,
+    tensorboard (``ddp-train --tensorboard``, ``up --tensorboard``, torch.utils.tensorboard in a user's script; the
+    CPU image's wheelhouse has it: ``make wheelhouse``)."""
     # numpy: torch's optional array interop; without it every process warns at import
-    return [f"torch=={plan.torch_version}", "numpy", *wheel_requirements(wheel)] + ([] if plan.cpu else ["tensorboard"])
+    return [f"torch=={plan.torch_version}", "numpy", *wheel_requirements(wheel), *IMAGE_EXTRAS]
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

@@ -1,0 +1,103 @@
+"""How a Python worker ends under ``ddp-train-launch`` (ddp_train.launcher.worker, .exits), with real torchrun
+agents, worker processes and gloo process groups:
+
+- the abort at exit: a library's daemon thread still waiting in a gloo call when the program ends, whose peer
+  closes the connection while this process finalises. Under the plain interpreter that call returns during
+  finalisation and the process dies with "terminate called without an active exception" (SIGABRT, 134) after
+  its program finished; through the worker runner it exits 0;
+- a rank that exits 3 after training: the launcher exits 3 naming it;
+- a rank whose program ended but whose process does not exit (a non-daemon thread that never returns): the
+  launcher kills it after DDP_TRAIN_EXIT_TIMEOUT seconds and exits 124 with one line naming it.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.distributed
+
+# rank 0: a daemon thread blocked in a gloo recv (as a library's helper thread may be) and a finalisation made
+# long (an object whose __del__ takes 6 s); rank 1 ends its process group 1 s after the barrier, which makes
+# rank 0's pending recv return while rank 0 is finalising.
+ABORTS = '''
+import threading, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+class SlowTeardown:
+    def __del__(self):
+        time.sleep(6)
+if rank == 0:
+    threading.Thread(target=lambda: dist.recv(torch.zeros(1), src=1), daemon=True).start()
+    keep = SlowTeardown()
+dist.barrier()
+if rank == 1:
+    time.sleep(1)
+print(f"trained rank {rank}", flush=True)
+dist.destroy_process_group()
+'''
+
+ENDS = '''
+import sys, threading, time, torch, torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = DDP(nn.Linear(4, 1))
+for _ in range(3):
+    model(torch.randn(8, 4)).sum().backward()
+print(f"trained rank {rank}", flush=True)
+how = sys.argv[1]
+if rank == 1 and how == "exit3":
+    sys.exit(3)
+if rank == 1 and how == "hang":
+    threading.Thread(target=time.sleep, args=(3600,), name="never-ends").start()
+'''
+
+
+def launch(tmp_path, script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "train.py"
+    path.write_text(script)
+    return subprocess.run([sys.executable, "-m", "ddp_train.launcher.run", "--standalone", "--nproc-per-node", "2",
+                           "--no-python", sys.executable, str(path), *args], capture_output=True, text=True,
+                          timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1", **env})
+
+
+def test_a_thread_left_in_a_gloo_call_no_longer_aborts_the_exit(tmp_path):
+    plain = launch(tmp_path, ABORTS, DDP_TRAIN_LAUNCH_WORKER="off")  # the command exactly as given
+    assert "rank-0 | trained rank 0" in plain.stdout
+    assert plain.returncode == 134, plain.stderr[-3000:]
+    assert "terminate called without an active exception" in plain.stderr
+    assert plain.stderr.splitlines()[-1].startswith("ddp-train-launch: rank 0 failed (exit code 134, killed by SIGABRT)")
+    run = launch(tmp_path, ABORTS)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "rank-0 | trained rank 0" in run.stdout and "terminate called" not in run.stderr
+
+
+def test_left_open_group_is_ended_and_said_once(tmp_path):
+    run = launch(tmp_path, ENDS, "ok")
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = [line for line in run.stderr.splitlines() if "left its process group open" in line]
+    assert len(said) == 1 and said[0].startswith("rank-0 | ddp-train-launch: "), run.stderr[-3000:]
+
+
+def test_exit_code_after_training_is_kept_and_named(tmp_path):
+    run = launch(tmp_path, ENDS, "exit3")
+    assert "rank-1 | trained rank 1" in run.stdout
+    assert run.returncode == 3, run.stderr[-3000:]
+    assert run.stderr.splitlines()[-1].startswith("ddp-train-launch: rank 1 failed (exit code 3)")
+
+
+def test_a_hang_at_exit_is_bounded_and_said_in_one_line(tmp_path):
+    t0 = time.monotonic()
+    run = launch(tmp_path, ENDS, "hang", DDP_TRAIN_EXIT_TIMEOUT="20")
+    took = time.monotonic() - t0
+    assert "rank-1 | trained rank 1" in run.stdout
+    assert run.returncode == 124, run.stderr[-3000:]
+    last = run.stderr.splitlines()[-1]
+    assert last.startswith("ddp-train-launch: rank 1 failed (exit code 124, did not exit): its program ended but "
+                           "the process was still running 20 s later (non-daemon threads still running at its end: "
+                           "never-ends); killed it"), last
+    assert took < 200, took

@@ -1,0 +1,20 @@
+"""Plain torch.distributed + DDP that never calls destroy_process_group: it leaves the process group open at
+exit, as many scripts in the wild do."""
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = DDP(nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(8):
+    x = torch.randn(16, 8)
+    loss = nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(f"plain-ddp-no-destroy rank {rank}/{world} steps 8 loss {loss.item():.4f}", flush=True)
