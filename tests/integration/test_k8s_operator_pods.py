@@ -73,8 +73,8 @@ def test_operator_pods_complete_with_a_passing_sync_check(engine, cpu_image, job
     else:
         assert all(p.env["PET_MASTER_ADDR"] == f"{job_name}-node-0-0.{job_name}" for p in pods)
         assert any(f"{job_name}-node-0-0.{job_name}" in p.aliases for p in pods)
-    # ExitCode jobs start through ddp-train-launch (torchrun that keeps the workers' exit codes)
-    assert {p.argv[0] for p in pods} == {"ddp-train-launch" if extra else "torchrun"}
+    # every pod starts through ddp-train-launch (torchrun that keeps the workers' exit codes)
+    assert {p.argv[0] for p in pods} == {"ddp-train-launch"}
     results = _run_pods(engine, job_name, pods)
     assert [code for code, _ in results.values()] == [0, 0], {k: v[1][-1500:] for k, v in results.items()}
     summary = _summary(results[pods[0].name][1])

@@ -4,22 +4,17 @@ brings them to the host, ``down`` keeps a copy with the job's output, and tensor
 reads both back with the loss values of the job's progress records. The same job from a rendered compose file
 (docker-compose 1.29.2) writes them to the volume that file declares.
 
-The CPU image leaves the tensorboard package out (ddp-train then stops with "--tensorboard needs the tensorboard
-package"), so the job runs on a workspace image of the CPU image whose requirements.txt names tensorboard: what a
-user of the CPU image does. Its wheels come from a wheelhouse made here with pip download (the network, or the
-package index of pip's configuration, is needed once to fill it)."""
+The job runs on the CPU image as it is: every image ddpctl builds carries the tensorboard package
+(``IMAGE_EXTRAS`` in ddpctl.images.build; the CPU image's wheelhouse has its wheels)."""
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 import subprocess
-import sys
-from importlib import metadata
 
-from itest_helpers import ddpctl, remove_project_images
+from itest_helpers import ddpctl
 
 TRAIN = ["ddp-train", "--workload", "toy", "--train-size", "512", "--test-size", "128", "--batch-size", "32",
          "--epochs", "2", "--log-interval", "2"]  # 8 steps an epoch, a record every 2, an evaluation each epoch
@@ -34,17 +29,9 @@ def _scalars(logdir) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engine, cpu_image, tmp_path, job_name):
-    proj = tmp_path / "tb-project"
-    proj.mkdir()
-    (proj / "requirements.txt").write_text(f"tensorboard=={metadata.version('tensorboard')}\n")
-    (proj / "train.py").write_text("# the project's own script; this job runs the image's ddp-train\n")
-    house = tmp_path / "wheelhouse"
-    pip = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "-d", str(house),
-                          "-r", str(proj / "requirements.txt")], capture_output=True, text=True, timeout=600)
-    assert pip.returncode == 0, f"pip download of tensorboard's wheels failed (needs a package index): {pip.stderr}"
     try:
-        up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--workdir", str(proj), "--bake",
-                    "--wheelhouse", str(house), "--tensorboard", "--", *TRAIN, timeout=900)
+        up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--tensorboard", "--", *TRAIN,
+                    timeout=900)
         assert up.returncode == 0, up.stderr[-3000:]
         assert f"TensorBoard event files in /checkpoints/tensorboard ('ddpctl status {job_name}' says" in up.stderr
         st = json.loads(ddpctl("status", job_name, "--json", check=True).stdout)
@@ -75,9 +62,8 @@ def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engi
         assert _scalars(after["kept"]) == live
         assert f"tensorboard --logdir {after['kept']}" in ddpctl("status", job_name, check=True).stdout
         # the same job from a rendered compose file (docker-compose 1.29.2): the volume the file declares
-        image = re.search(r", image (ddpctl-workspace/tb-project:ws-[0-9a-f]+)", up.stderr).group(1)
         out = tmp_path / "compose.yaml"
-        ddpctl("render", "compose", "--name", job_name, "-n", "2", "--image", image, "--tensorboard", "-o", str(out),
+        ddpctl("render", "compose", "--name", job_name, "-n", "2", "--image", cpu_image, "--tensorboard", "-o", str(out),
                "--", *TRAIN, check=True)
         compose = [shutil.which("docker-compose") or "docker-compose", "-f", str(out), "-p", job_name, "--no-ansi"]
         run = subprocess.run([*compose, "up", "--abort-on-container-exit", "--no-color"], capture_output=True,
@@ -92,15 +78,3 @@ def test_up_tensorboard_event_files_on_the_job_volume_read_back_on_the_host(engi
             subprocess.run([shutil.which("docker-compose") or "docker-compose", "-f", str(tmp_path / "compose.yaml"),
                             "-p", job_name, "down", "-v"], capture_output=True, timeout=120)
         ddpctl("down", job_name)
-        remove_project_images(engine, "ddpctl-workspace/tb-project", proj)
-
-
-def test_up_tensorboard_on_an_image_without_the_package_stops_every_rank_alike(cpu_image, job_name):
-    """The CPU image as it is: every rank stops while parsing its flags with the same usage error (exit 2, not
-    restarted), none reports a lost peer; the job's exit code is 2."""
-    up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--tensorboard", "--max-restarts", "2",
-                "--", *TRAIN, timeout=300)
-    assert up.returncode == 2, up.stderr[-3000:]
-    for rank in (0, 1):
-        assert f"rank-{rank} | ddp-train: error: --tensorboard needs the tensorboard package" in up.stdout, up.stdout
-    assert "lost a peer" not in up.stdout + up.stderr and "restart 1/2" not in up.stderr

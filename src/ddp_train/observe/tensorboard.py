@@ -31,8 +31,8 @@ class _Writer:
 
 
 MISSING = ("--tensorboard needs the tensorboard package, which this environment lacks; install it (pip install "
-           "'ddpctl[tensorboard]' or pip install tensorboard; in an image: the CUDA image has it, or name it in your "
-           "workspace's requirements.txt) or drop --tensorboard")
+           "'ddpctl[tensorboard]' or pip install tensorboard; every image ddpctl builds has it; in another image, "
+           "name it in your workspace's requirements.txt) or drop --tensorboard")
 
 
 def require() -> None:

@@ -76,13 +76,13 @@ def operator_env(spec: JobSpec) -> dict[str, str]:
 def operator_command(spec: JobSpec) -> list[str]:
     """PyTorchJob and TrainJob containers: torchrun reads the operator's ``PET_*`` env, so no flags.
 
-    With ``restartPolicy: ExitCode`` the operator needs the workers' exit codes (>= 128 retry, < 128 fail),
-    but torchrun exits 1 for any worker failure; ``ddp-train-launch`` (in the ddp-train package of the
-    image) is torchrun with the root-cause worker's exit code, so it starts the job instead.
+    Through ``ddp-train-launch`` (in the ddp-train package of the image): torchrun with the root-cause worker's
+    exit code (``restartPolicy: ExitCode`` needs it: >= 128 retry, < 128 fail; torchrun exits 1 for any worker
+    failure), whole rank-prefixed lines, and a Python program's end made safe and bounded
+    (ddp_train.launcher.worker, .exits), as on every other target.
     """
     argv = torchrun_argv(spec)
-    if spec.restart_policy == "ExitCode":
-        argv[0] = EXIT_CODE_LAUNCHER
+    argv[0] = EXIT_CODE_LAUNCHER
     cmd = resume_command(spec) if restarts(spec) else user_command(spec)  # a recreated pod resumes
     if spec.tensorboard:
         cmd = tensorboard_command(cmd, TENSORBOARD_DIR)
@@ -108,9 +108,12 @@ def slurm_command(spec: JobSpec) -> list[str]:
         rdzv_conf="is_host=false",
     )
     cmd = user_command(spec)
-    if slurm_resumes(spec):
-        # ddp-train-launch: a SIGTERM ends in one line and exit 143 (ddp-train's checkpoint), not a traceback
+    if slurm_resumes(spec) or spec.slurm.container != "none":
+        # ddp-train-launch (in the image; with no container, in the environment the script runs in when the job
+        # resumes, as ddp-train is): a SIGTERM ends in one line and exit 143 (ddp-train's checkpoint), not a
+        # traceback; a Python program's end made safe and bounded (ddp_train.launcher.worker, .exits)
         argv[0] = EXIT_CODE_LAUNCHER
+    if slurm_resumes(spec):
         cmd = resume_command(spec, slurm_checkpoint_dir(spec))
     if spec.tensorboard:
         cmd = tensorboard_command(cmd, slurm_tensorboard_dir(spec))

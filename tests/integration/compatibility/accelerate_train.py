@@ -13,7 +13,7 @@ loader = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8, shuffl
 model = nn.Linear(8, 2)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-for epoch in range(2):
+for _epoch in range(2):
     for xb, yb in loader:
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(xb), yb)

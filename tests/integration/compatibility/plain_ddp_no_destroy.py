@@ -11,7 +11,7 @@ rank, world = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
 model = DDP(nn.Linear(8, 2))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(8):
+for _ in range(8):
     x = torch.randn(16, 8)
     loss = nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
     opt.zero_grad()
