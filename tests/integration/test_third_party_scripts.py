@@ -42,7 +42,7 @@ ENTRIES = {
     "plain-ddp-no-destroy": ("plain_ddp_no_destroy.py", "plain-ddp-no-destroy rank {rank}/2 steps 8"),
     "local-rank": ("local_rank.py", "local-rank rank {rank}/2 local 0 batches 8"),
     "lightning": ("lightning_train.py", "lightning 2.6.6 rank {rank}/2 steps 16"),
-    "accelerate": ("accelerate_train.py", "accelerate 1.15.0 rank {rank}/2 batches 8"),
+    "accelerate": ("accelerate_train.py", "accelerate 1.15.0 rank {rank}/2 batches 8"),  # batches: 128 / 8 / 2
     "transformers": ("transformers_trainer.py", "transformers 5.17.0 rank {rank}/2 steps 16"),
     "dataloader-workers": ("dataloader_workers.py", "dataloader-workers rank {rank}/2 workers 2"),
 }
@@ -62,6 +62,12 @@ if rank == 1 and sys.argv[1] == "exit3":
 if rank == 1 and sys.argv[1] == "hang":
     threading.Thread(target=time.sleep, args=(3600,), name="never-ends").start()
 '''
+
+
+# what the user sets for an entry (docs/compatibility.md): on nodes without GPUs, Accelerate runs distributed only
+# when asked to use the CPU (ACCELERATE_USE_CPU, what `accelerate launch --cpu` sets); else every process trains
+# alone
+ENV = {"accelerate": ["-e", "ACCELERATE_USE_CPU=true"]}
 
 
 def _printed(out: str, entry: str) -> None:
@@ -102,11 +108,36 @@ def test_up_bake_two_nodes(baked, project, cpu_image, job_name, entry):
         up = first
     else:
         up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--workdir", str(project), "--bake",
-                    "--", "python", ENTRIES[entry][0], timeout=600)
+                    *ENV.get(entry, []), "--", "python", ENTRIES[entry][0], timeout=600)
         assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-3000:]
         assert f"image {image}" in up.stderr  # the same image: the tree and the requirements did not change
     _printed(up.stdout, entry)
     assert "terminate called" not in up.stdout + up.stderr
+
+
+def test_up_a_rank_that_exits_3_after_training(baked, project, cpu_image, job_name):
+    image, _ = baked
+    up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--workdir", str(project), "--bake",
+                "--", "python", "exits.py", "exit3", timeout=600)
+    assert "node-1 rank-1 | trained rank 1" in up.stdout, up.stdout[-2000:]
+    assert up.returncode == 3, up.stderr[-3000:]
+    assert re.search(r"node 1 \(\S+-node-1\) of job \S+ failed: rank 1 exited with code 3\b", up.stderr), \
+        up.stderr[-2000:]
+
+
+def test_up_a_rank_that_does_not_exit_after_training(baked, project, cpu_image, job_name):
+    t0 = time.monotonic()
+    up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--workdir", str(project), "--bake",
+                "-e", "DDP_TRAIN_EXIT_TIMEOUT=20", "--", "python", "exits.py", "hang", timeout=600)
+    took = time.monotonic() - t0
+    assert "node-1 rank-1 | trained rank 1" in up.stdout, up.stdout[-2000:]
+    assert up.returncode == 124, up.stderr[-3000:]
+    said = [line for line in up.stderr.splitlines() if line.startswith("error: ")]
+    assert len(said) == 1, up.stderr[-3000:]
+    assert re.search(r"node 1 \(\S+-node-1\) of job \S+ failed: rank 1 exited with code 124: its program ended but "
+                     r"the process was still running 20 s later \(non-daemon threads still running at its end: "
+                     r"never-ends\)", said[0]), said[0]
+    assert took < 300, took
 
 
 @pytest.mark.parametrize("entry", list(ENTRIES))
@@ -117,8 +148,8 @@ def test_rendered_compose_file(baked, engine, tmp_path, entry):
     image, _ = baked
     name = f"tc{uuid.uuid4().hex[:6]}"
     path = tmp_path / "compose.yaml"
-    ddpctl("render", "compose", "--name", name, "-n", "2", "--image", image, "-o", str(path), "--", "python",
-           ENTRIES[entry][0], check=True)
+    ddpctl("render", "compose", "--name", name, "-n", "2", "--image", image, *ENV.get(entry, []), "-o", str(path),
+           "--", "python", ENTRIES[entry][0], check=True)
     cmd = [compose, "-f", str(path), "-p", name, "--no-ansi"]
     try:
         run = subprocess.run([*cmd, "up", "--abort-on-container-exit", "--no-color"], capture_output=True,
@@ -138,32 +169,10 @@ def test_emulated_pytorchjob(baked, engine, entry):
 
     image, _ = baked
     name = f"tk{uuid.uuid4().hex[:6]}"
-    text = ddpctl("render", "pytorchjob", "--name", name, "-n", "2", "--image", image, "--", "python",
-                  ENTRIES[entry][0], check=True).stdout
+    text = ddpctl("render", "pytorchjob", "--name", name, "-n", "2", "--image", image, *ENV.get(entry, []), "--",
+                  "python", ENTRIES[entry][0], check=True).stdout
     pods = pods_for(yaml.safe_load(text))
     assert [p.argv[0] for p in pods] == ["ddp-train-launch"] * 2
     results = _run_pods(engine, name, pods)
     assert [code for code, _ in results.values()] == [0, 0], {k: v[1][-2000:] for k, v in results.items()}
     _printed("\n".join(logs for _, logs in results.values()), entry)
-
-
-def test_up_a_rank_that_exits_3_after_training(baked, project, cpu_image, job_name):
-    image, _ = baked
-    up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--workdir", str(project), "--bake",
-                "--", "python", "exits.py", "exit3", timeout=600)
-    assert "node-1 rank-1 | trained rank 1" in up.stdout, up.stdout[-2000:]
-    assert up.returncode == 3, up.stderr[-3000:]
-    assert re.search(r"node 1 \(\S+-node-1\) of job \S+ exited with code 3\b.*rank 1", up.stderr), up.stderr[-2000:]
-
-
-def test_up_a_rank_that_does_not_exit_after_training(baked, project, cpu_image, job_name):
-    t0 = time.monotonic()
-    up = ddpctl("up", "--name", job_name, "-n", "2", "--image", cpu_image, "--workdir", str(project), "--bake",
-                "-e", "DDP_TRAIN_EXIT_TIMEOUT=20", "--", "python", "exits.py", "hang", timeout=600)
-    took = time.monotonic() - t0
-    assert "node-1 rank-1 | trained rank 1" in up.stdout, up.stdout[-2000:]
-    assert up.returncode == 124, up.stderr[-3000:]
-    said = [line for line in up.stderr.splitlines() if "did not exit" in line]
-    assert len(said) == 1 and "rank 1" in said[0] and "still running 20 s later" in said[0], up.stderr[-3000:]
-    assert "never-ends" in said[0]
-    assert took < 300, took

@@ -41,7 +41,7 @@ def test_pytorchjob_pods_and_injected_env():
         assert p.env["WORLD_SIZE"] == "12" and p.env["PET_NNODES"] == "3" and p.env["PET_NPROC_PER_NODE"] == "4"
         assert p.env["PYTHONUNBUFFERED"] == "1"
         assert p.env["LIT"] == "$(PET_NNODES)"  # escaped by the renderer, so not expanded
-        assert p.argv == ("torchrun", "--no-python", "ddp-train")
+        assert p.argv == ("ddp-train-launch", "--no-python", "ddp-train")
         assert p.shm_size == 2 * 1024**3 and p.gpus == 4
         assert p.mounts == (kc.Mount("/d", "/data", True),)
 

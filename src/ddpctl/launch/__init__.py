@@ -9,11 +9,12 @@ Slurm) gets its command from here, so there is one copy of the rules:
   is the master, ``<job>-node-0`` on a private network or the first host with host networking), through
   ``ddp-train-launch`` (torchrun whose output lines carry ``rank-<global rank> | `` and whose failure is one
   root-cause line, see ``ddp_train.launcher.run``), so the image must contain the ddp-train package;
-- PyTorchJob and TrainJob pass no topology flags at all: the operator injects ``PET_*`` variables that
-  torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
+- PyTorchJob and TrainJob pass no topology flags at all, through ``ddp-train-launch`` too: the operator injects
+  ``PET_*`` variables that torchrun reads (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
   ``PET_MASTER_PORT``), see docs/render.md;
 - Slurm uses a c10d rendezvous on the first host of ``$SLURM_JOB_NODELIST``, whose store is a process of
-  its own (:func:`slurm_store_command`) that outlives every node's torchrun.
+  its own (:func:`slurm_store_command`) that outlives every node's torchrun; ``ddp-train-launch`` in a
+  container or when the job resumes, plain ``torchrun`` otherwise (the host's environment may lack ddp-train).
 
 CPU threads (:func:`thread_env`): every training process gets ``OMP_NUM_THREADS`` = max(1, CPUs available to
 its node's container / processes on that node), where nodes that share one host share its CPUs. ``ddpctl up``
