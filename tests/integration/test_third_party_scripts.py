@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from itest_helpers import ddpctl, remove_project_images
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: k8s_contract.py
