@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -30,8 +29,6 @@ import pytest
 import yaml
 
 from itest_helpers import ddpctl, remove_project_images
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: k8s_contract.py
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("third_party_scripts")]
 
