@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from end_of_training import SCRIPT
 from itest_helpers import ddpctl, remove_project_images
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("third_party_scripts")]
@@ -49,21 +50,6 @@ ENTRIES = {
 # tens of seconds on 2 cores, so the other entries are covered once, by `up`.
 RENDERED = ("plain-ddp-no-destroy", "transformers")
 
-EXITS = '''
-import sys, threading, time, torch, torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-model = DDP(nn.Linear(4, 1))
-for _ in range(3):
-    model(torch.randn(8, 4)).sum().backward()
-print(f"trained rank {rank}", flush=True)
-if rank == 1 and sys.argv[1] == "exit3":
-    sys.exit(3)
-if rank == 1 and sys.argv[1] == "hang":
-    threading.Thread(target=time.sleep, args=(3600,), name="never-ends").start()
-'''
 
 
 # what the user sets for an entry (docs/compatibility.md): on nodes without GPUs, Accelerate runs distributed only
@@ -82,7 +68,7 @@ def _printed(out: str, entry: str) -> None:
 def project(engine, cpu_image, tmp_path_factory):
     proj = tmp_path_factory.mktemp("third-party") / "compat-project"
     shutil.copytree(SCRIPTS, proj, ignore=shutil.ignore_patterns("__pycache__"))
-    (proj / "exits.py").write_text(EXITS)
+    (proj / "exits.py").write_text(SCRIPT)
     yield proj
     remove_project_images(engine, "ddpctl-workspace/compat-project", proj)
 
