@@ -96,3 +96,24 @@ def test_exit_watch_forgets_a_process_that_exited():
         assert watch.hung == {} and os.listdir(watch.directory) == []
     finally:
         watch.close()
+
+
+def test_the_exit_watch_kills_rank_0_past_its_bound_and_names_it():
+    import json
+    import subprocess
+    import sys
+
+    from ddp_train.launcher import exits
+
+    watch = exits.ExitWatch(timeout=1.0)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        note = {"pid": child.pid, "rank": 0, "ended": 0.0, "start": exits._start_time(child.pid),
+                "threads": ["worker"]}
+        (exits.Path(watch.directory) / "0").write_text(json.dumps(note))
+        watch.check(now=10.0)
+        assert child.wait(timeout=10) == -9 and watch.hung == {0: (1.0, ["worker"])}
+        assert watch.line(0, 124).startswith("ddp-train-launch: rank 0 failed (exit code 124, did not exit)")
+    finally:
+        child.kill()
+        watch.close()

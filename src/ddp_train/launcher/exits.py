@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -145,7 +146,7 @@ class ExitWatch:
                 continue
             try:
                 note = json.loads(path.read_text()[:4096])
-                pid, rank, ended = int(note["pid"]), int(note["rank"] or -1), float(note["ended"])
+                pid, rank, ended = int(note["pid"]), (-1 if note["rank"] is None else int(note["rank"])), float(note["ended"])
                 threads = [str(t)[:60] for t in note.get("threads", [])][:8]
             except (OSError, ValueError, KeyError, TypeError):
                 continue
@@ -165,8 +166,11 @@ class ExitWatch:
         while not self._stop.wait(self.poll):
             try:
                 self.check()
-            except Exception:  # noqa: BLE001 - the watch must never take the launcher down
-                pass
+            except Exception as exc:  # noqa: BLE001 - the watch must never take the launcher down, nor fail unsaid
+                print(f"ddp-train-launch: warning: the exit watch stopped ({type(exc).__name__}: {str(exc)[:200]}); "
+                      f"a worker that does not exit after its program ends is no longer bounded by "
+                      f"{EXIT_TIMEOUT_ENV}", file=sys.stderr, flush=True)
+                return
 
     def line(self, rank: int, exit_code: int) -> str:
         seconds, threads = self.hung[rank]
