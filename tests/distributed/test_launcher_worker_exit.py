@@ -74,6 +74,23 @@ def test_left_open_group_is_ended_and_said_once(tmp_path):
     assert len(said) == 1 and said[0].startswith("rank-0 | ddp-train-launch: "), run.stderr[-3000:]
 
 
+RAISES_ON_1 = """
+import time, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    time.sleep(0.5)
+    raise ValueError("boom on rank 1")
+dist.barrier()
+"""
+
+
+def test_a_failed_rank_keeps_its_error_as_the_last_line(tmp_path):
+    run = launch(tmp_path, RAISES_ON_1)
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "left its process group open" not in run.stderr, run.stderr[-3000:]
+    assert "ddp-train-launch: rank 1 failed (exit code 1): ValueError: boom on rank 1" in run.stderr, run.stderr[-3000:]
+
+
 def test_exit_code_after_training_is_kept_and_named(tmp_path):
     run = launch(tmp_path, SCRIPT, "exit3")
     assert "rank-1 | trained rank 1" in run.stdout

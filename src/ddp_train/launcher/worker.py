@@ -16,7 +16,9 @@ What this runner does, after the program (``runpy``, as ``python SCRIPT`` / ``py
    there to the process's exit (a thread or exit handler that never returns), see :mod:`ddp_train.launcher.exits`;
 2. the interpreter's own first steps of shutdown, in its order: ``threading``'s exit hooks, the join of every
    non-daemon thread, the ``atexit`` handlers (the program's, its libraries');
-3. ends the process group the program left open (``destroy_process_group``), saying so once (rank 0);
+3. ends the process group the program left open (``destroy_process_group``), saying so once (rank 0) when the
+   program finished well (after a failure the group is open because of it, and the failure's own last line
+   must stay the rank's last line: it is what the root-cause line names);
 4. leaves: with the program's exit code through ``os._exit`` when the program used ``torch.distributed`` and
    daemon threads are still alive (after flushing every open file object, as finalisation would), so that
    finalisation never meets them (ending the process group is not enough: a thread waiting on a peer holds the
@@ -156,7 +158,7 @@ def run(argv: list[str]) -> int:
     except SystemExit as exc:  # an exit handler's sys.exit wins, as in the interpreter
         code = exit_code_of(exc)
     distributed = "torch.distributed" in sys.modules
-    if close_process_group() and os.environ.get("RANK", "0") == "0":
+    if close_process_group() and code == 0 and os.environ.get("RANK", "0") == "0":
         print(NOTE, file=sys.stderr, flush=True)
     if distributed and _daemon_threads_alive():
         _flush_open_files()
