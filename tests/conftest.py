@@ -15,7 +15,7 @@ mark: the users of a module- or class-scoped fixture (group ``<module path>``) a
 tests (group ``engine_exclusive``, run as one exclusive stretch): see ``_group_shared_setup``. The work units
 are handed out longest first, the exclusive stretch before the unit tests: see ``_schedule_order``.
 
-Every test run keeps the output of the jobs it ends (ddpctl.watch.history) in a directory of its own, never in
+Every test run keeps the output of the jobs it ends (ddpctl.joboutput.kept_output) in a directory of its own, never in
 the user's state directory: XDG_STATE_HOME points into a temporary directory for the whole session (each xdist
 worker has its own; ddpctl processes the tests start inherit it), removed when the session ends.
 

@@ -163,6 +163,10 @@ LAYERS = {
     # (ddpctl.spec: the job spec whose Docker hosts job_engine turns into an engine)
     "ddpctl.dockerengine": ("ddpctl.errors", "ddpctl.rules", "ddpctl.launch", "ddpctl.spec",
                             "ddpctl.local.engine_interface"),
+    # a job's output read back: the executor writes through it and watch reads through it, so it sits below both
+    # (the launch contract's names and labels, the restart rules that say which exit codes retry)
+    "ddpctl.joboutput": ("ddpctl.errors", "ddpctl.launch", "ddpctl.spec", "ddpctl.local.restarts",
+                         "ddpctl.local.engine_interface", "ddpctl.outfiles"),
 }
 # A package kept out of another: a module inside the first (key) imports no module of the second, but the entry
 # named (None: none at all). The executor knows the container engine only through ddpctl.local.engine_interface;
@@ -172,6 +176,9 @@ ENTRIES = {
     ("ddpctl.local.executor", "ddpctl.dockerengine"): None,
     ("ddpctl.cli", "ddpctl.dockerengine"): "ddpctl.dockerengine.job_engine",
     ("ddpctl.api", "ddpctl.dockerengine"): "ddpctl.dockerengine.job_engine",  # the Python API the CLI is built on
+    # watch reads a job's output, the executor runs the job: they meet in ddpctl.joboutput, never in each other
+    ("ddpctl.watch", "ddpctl.local.executor"): None,
+    ("ddpctl.local.executor", "ddpctl.watch"): None,
 }
 DOCKER_CLIENT_MAKERS = {"DockerClient", "APIClient", "from_env"}  # docker-py's ways to make a client
 

@@ -108,8 +108,8 @@ def test_ddpctl_reads_what_the_launcher_writes():
     assert executor.parse_launch_failure([peer])[2] == ", lost a peer"
     # the failure contract (ddp_train.errors) as ddpctl reads it: the lost-peer note and the retryable codes
     from ddp_train import errors
+    from ddpctl.joboutput import lines
     from ddpctl.local import restarts
-    from ddpctl.local.executor import lines
 
     assert lines.LOST_PEER == errors.LOST_PEER_TEXT and lines.says_lost_peer(executor.parse_launch_failure([peer])[2])
     assert restarts.RETRYABLE_MIN == errors.RETRYABLE_MIN

@@ -1,4 +1,4 @@
-"""Where ``ddpctl status`` says a job's TensorBoard event files are (ddpctl.watch.tensorboard), and the copy ``down``
+"""Where ``ddpctl status`` says a job's TensorBoard event files are (ddpctl.joboutput.tensorboard), and the copy ``down``
 keeps of files that would go with the job's volume. The containers are held in memory here; the real engine,
 ``docker cp``'s archive and tensorboard's reader: tests/integration/test_tensorboard_up.py."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import io
 import tarfile
 
+from ddpctl.joboutput import kept_output, tensorboard
 from ddpctl.local.engine_interface import ContainerInfo
-from ddpctl.watch import history, sources, status, tensorboard
+from ddpctl.watch import sources, status
 
 LAUNCH = ("ddp-train-launch", "--nnodes", "2", "--no-python")
 
@@ -95,34 +96,34 @@ def test_down_keeps_a_copy_of_files_on_the_volume_and_status_points_there(tmp_pa
     assert live["tensorboard"]["volume"] == "tb-ckpt"
     assert "docker cp tb-node-0:/checkpoints/tensorboard ./tb-tensorboard" in "\n".join(status.text(live))
     assert not e.asked  # status reads nothing from the container
-    folder = history.keep(e, "tb", removing=True)  # ddpctl down
+    folder = kept_output.keep(e, "tb", removing=True)  # ddpctl down
     assert e.asked == [("c0", "/checkpoints/tensorboard")]
     kept = folder / "tensorboard"
     assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*")) == ["events.out.tfevents.1", "sub", "sub/x"]
     assert (kept / "events.out.tfevents.1").read_bytes() == b"E1"
     assert not (tmp_path / "evil").exists() and not list(tmp_path.rglob("link"))
-    st = status.build(sources.kept_view(history.find("tb")), now=20.0)
+    st = status.build(sources.kept_view(kept_output.find("tb")), now=20.0)
     assert st["tensorboard"]["kept"] == str(kept)
     assert f"tensorboard: event files kept in {kept}; look at them with: tensorboard --logdir {kept}" in status.text(st)
     # a new run of the name moves this folder aside: its copy goes with it, and status follows
     e.c = ContainerInfo("c9", "tb-node-0", {"ddpctl.job": "tb", "ddpctl.node-rank": "0"}, "running", None, 2.0,
                         command=LAUNCH + ("ddp-train", "--epochs", "1"))
-    history.keep(e, "tb")
+    kept_output.keep(e, "tb")
     (old,) = [d for d in folder.parent.iterdir() if d.name.startswith("tb@")]
-    moved = sources.kept_view(history.load(old))
+    moved = sources.kept_view(kept_output.load(old))
     assert moved.tensorboard["kept"] == str(old / "tensorboard") and (old / "tensorboard" / "sub" / "x").exists()
-    assert history.find("tb").meta["tensorboard"] is None  # the new run writes none
+    assert kept_output.find("tb").meta["tensorboard"] is None  # the new run writes none
 
 
 def test_files_on_the_host_are_not_copied_and_a_failed_copy_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     e = Engine(b"", mounts=(("bind", "/home/u/ckpt", "/checkpoints"),))
-    history.keep(e, "tb", removing=True)
-    assert not e.asked and history.find("tb").meta["tensorboard"]["host_path"] == "/home/u/ckpt/tensorboard"
+    kept_output.keep(e, "tb", removing=True)
+    assert not e.asked and kept_output.find("tb").meta["tensorboard"]["host_path"] == "/home/u/ckpt/tensorboard"
     e = Engine(None)  # nothing written yet: the archive call fails
-    folder = history.keep(e, "tb", removing=True)
-    assert history.find("tb").meta["tensorboard"]["removed"] and not (folder / "tensorboard").exists()
+    folder = kept_output.keep(e, "tb", removing=True)
+    assert kept_output.find("tb").meta["tensorboard"]["removed"] and not (folder / "tensorboard").exists()
     monkeypatch.setattr(tensorboard, "KEEP_MAX_BYTES", 10)  # too large to keep: no partial copy left behind
     e = Engine(_archive([("tensorboard/events", "file", b"x" * 100)]))
-    folder = history.keep(e, "tb", removing=True)
+    folder = kept_output.keep(e, "tb", removing=True)
     assert not (folder / "tensorboard").exists() and not (folder / "tensorboard.part").exists()

@@ -1,5 +1,5 @@
 """Progress records read back (ddpctl.watch): parsing, per-rank figures, ETA, the slowest rank, the status text
-and JSON, the kept output of a job (history: keep, rotate, prune, read back) and the live line."""
+and JSON, the kept output of a job (kept_output: keep, rotate, prune, read back) and the live line."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from importlib import resources
 import jsonschema
 import pytest
 
+from ddpctl.joboutput import kept_output, live, records
 from ddpctl.local.engine_interface import ContainerInfo
-from ddpctl.watch import history, live, records, status
+from ddpctl.watch import status
 
 SCHEMA = json.loads((resources.files("ddp_train") / "progress.schema.json").read_text(encoding="utf-8"))
 
@@ -78,7 +79,7 @@ def test_no_records_still_says_state_restarts_exit_codes_and_output_age():
 
 
 class Engine:
-    """The two calls history makes, over containers held in memory (the real engine: tests/integration)."""
+    """The two calls kept_output makes, over containers held in memory (the real engine: tests/integration)."""
 
     def __init__(self):
         self.items: dict[str, tuple[ContainerInfo, list[str]]] = {}
@@ -98,16 +99,16 @@ class Engine:
         yield ("\n".join(self.items[cid][1]) + "\n").encode()
 
 
-def test_history_keeps_attempts_rotates_a_new_run_and_reads_back(tmp_path, monkeypatch):
+def test_kept_output_keeps_attempts_rotates_a_new_run_and_reads_back(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     e = Engine()
     e.add("a0", "job", 0, ["start", rec(0, 10, 1.0)], code=137)
-    assert history.keep(e, "job") == tmp_path / "ddpctl" / "jobs" / "job"
+    assert kept_output.keep(e, "job") == tmp_path / "ddpctl" / "jobs" / "job"
     e.items.clear()
     e.add("b0", "job", 0, ["again", rec(0, 20, 2.0, restart=1), '{"event": "summary", "images_per_sec": 99.5}'],
           restarts=1)
-    folder = history.keep(e, "job", removing=True)
-    kept = history.find("job")
+    folder = kept_output.keep(e, "job", removing=True)
+    kept = kept_output.find("job")
     assert sorted(kept.lines) == [(0, 0), (1, 0)] and kept.meta["result"] == "succeeded"
     assert kept.meta["final_samples_per_sec"] == 99.5 and kept.meta["restarts"] == 1 and kept.meta["removed"]
     assert [t for _, t in kept.merged()][0] == "again"
@@ -115,19 +116,19 @@ def test_history_keeps_attempts_rotates_a_new_run_and_reads_back(tmp_path, monke
     # a new run of the same name moves the old folder aside
     e.items.clear()
     e.add("c0", "job", 0, ["third"], state="running")
-    history.keep(e, "job")
+    kept_output.keep(e, "job")
     names = sorted(p.name for p in (tmp_path / "ddpctl" / "jobs").iterdir())
-    assert names[0] == "job" and names[1].startswith("job@") and history.find("job").meta["result"] == "running"
+    assert names[0] == "job" and names[1].startswith("job@") and kept_output.find("job").meta["result"] == "running"
 
 
-def test_history_prunes_the_oldest(tmp_path, monkeypatch):
+def test_kept_output_prunes_the_oldest(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    monkeypatch.setattr(history, "MAX_JOBS", 2)
+    monkeypatch.setattr(kept_output, "MAX_JOBS", 2)
     for i in range(4):
         e = Engine()
         e.add(f"c{i}", f"j{i}", 0, ["x"])
-        history.keep(e, f"j{i}")
-    assert sorted(k.meta["job"] for k in history.all_kept()) == ["j2", "j3"]
+        kept_output.keep(e, f"j{i}")
+    assert sorted(k.meta["job"] for k in kept_output.all_kept()) == ["j2", "j3"]
 
 
 class Tty(io.StringIO):

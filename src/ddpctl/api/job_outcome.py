@@ -88,9 +88,9 @@ def node_outcome(engine: Engine, name: str, nodes: dict[int, ContainerInfo],
     root cause of a failure as the attached ``up`` names it, else whether the program said it finished."""
     import shlex
 
+    from ddpctl.joboutput.lines import split_lines
     from ddpctl.local import executor
     from ddpctl.local.executor import attach, ending
-    from ddpctl.local.executor.common import split_lines
 
     codes = {n: (c.exit_code if c.exit_code is not None else 1) for n, c in sorted(nodes.items())}
     failed = sorted((n for n, code in codes.items() if code != 0), key=lambda n: (n in stopped, n))
@@ -120,12 +120,12 @@ def node_outcome(engine: Engine, name: str, nodes: dict[int, ContainerInfo],
 
 def kept_outcome(name: str) -> Outcome:
     """The outcome of a job that is gone, from its kept output."""
+    from ddpctl.joboutput import kept_output, records
     from ddpctl.local import executor
-    from ddpctl.watch import history, records
 
-    kept = history.find(name)
+    kept = kept_output.find(name)
     if kept is None:
-        raise UsageError(f"no job {name}: no containers and no kept output in {history.root()}",
+        raise UsageError(f"no job {name}: no containers and no kept output in {kept_output.root()}",
                          "list jobs with ddpctl.jobs() or 'ddpctl ps --all'")
     codes = {int(n): int(c) for n, c in (kept.meta.get("exit_codes") or {}).items()
              if str(n).isdigit() and isinstance(c, int)}

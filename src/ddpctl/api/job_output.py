@@ -41,12 +41,13 @@ class Removed:
 def status_dict(name: str, engine: Engine | Callable[[], Engine]) -> dict:
     """The dict of ``ddpctl status JOB --json``: the job's containers, else its kept output."""
     from ddpctl.errors import EngineError
-    from ddpctl.watch import history, sources, status
+    from ddpctl.joboutput import kept_output
+    from ddpctl.watch import sources, status
 
     try:
         view = sources.docker_view(engine() if callable(engine) else engine, name)
     except EngineError:
-        if history.find(name) is None:
+        if kept_output.find(name) is None:
             raise
         view = None  # no engine answers: the kept output still says how the job ended
     if view is None:
@@ -81,8 +82,8 @@ def log_lines(name: str, engine: Engine | Callable[[], Engine], *, follow: bool 
               tail: int | None = None, since: float | None = None, records: bool = False, color: bool = False,
               say: Say = say_nothing) -> Iterator[str]:
     """``ddpctl logs``'s lines (prefixed with node and rank); notes (silent ranks, kept output) through ``say``."""
+    from ddpctl.joboutput.records import is_record
     from ddpctl.local import executor
-    from ddpctl.watch.records import is_record
 
     eng = engine() if callable(engine) else engine
     try:
@@ -114,11 +115,11 @@ def log_lines(name: str, engine: Engine | Callable[[], Engine], *, follow: bool 
 
 def _kept_lines(name: str, node, tail, start, records: bool, color: bool, say: Say) -> list[str] | None:
     """``logs`` of a job that is gone: its kept output (the last attempt), as the containers gave it."""
+    from ddpctl.joboutput import kept_output
+    from ddpctl.joboutput.records import is_record, stamp_seconds
     from ddpctl.local import executor
-    from ddpctl.watch import history
-    from ddpctl.watch.records import is_record, stamp_seconds
 
-    kept = history.find(name)
+    kept = kept_output.find(name)
     if kept is None:
         return None
     last = max((a for a, _ in kept.lines), default=0)
@@ -143,25 +144,25 @@ def _kept_lines(name: str, node, tail, start, records: bool, color: bool, say: S
 
 def remove(engine: Engine, name: str) -> Removed:
     """``ddpctl down JOB``: containers, network and checkpoint volume removed, the output kept first."""
+    from ddpctl.joboutput import kept_output
     from ddpctl.local import executor
-    from ddpctl.watch import history
 
     n_c, n_n, n_v = executor.remove_job(engine, name)
-    kept = history.find(name) if n_c else None
+    kept = kept_output.find(name) if n_c else None
     tb = (kept.meta.get("tensorboard") or {}) if kept else {}
     return Removed(name, n_c, n_n, n_v, kept.folder if kept else None, tb.get("kept") or tb.get("host_path"))
 
 
 def current_nodes(engine: Engine, name: str) -> dict[int, ContainerInfo]:
     """The job's containers of its newest attempt, by node; {} when it has none."""
+    from ddpctl.joboutput import kept_output
     from ddpctl.local import executor
-    from ddpctl.watch import history
 
     try:
         found = executor.job_nodes(engine, name)
     except UsageError:
         return {}
-    last = max(history.attempt_of(c.labels) for c in found.values())
-    return {n: c for n, c in found.items() if history.attempt_of(c.labels) == last}
+    last = max(kept_output.attempt_of(c.labels) for c in found.values())
+    return {n: c for n, c in found.items() if kept_output.attempt_of(c.labels) == last}
 
 

@@ -79,8 +79,8 @@ class Launched:
 
 def start(prepared: Prepared, *, detach: bool, resume: bool = False, say: Say = _quiet) -> Launched:
     """Create and start the job's network and containers (all or nothing); one line about it through ``say``."""
+    from ddpctl.joboutput import tensorboard
     from ddpctl.local import executor, restarts
-    from ddpctl.watch import tensorboard
 
     plan, spec = prepared.plan, prepared.spec
     if detach and plan.max_restarts:
@@ -115,9 +115,9 @@ def run_attached(launched: Launched, *, rm: bool = False, color: bool = False, o
     finished = executor.run_attached(launched.started, engine, rm=rm, color=color, out=out, say=say, argv=argv,
                                      wait_s=wait_s)
     if not rm:  # with --rm the removal has kept it already
-        from ddpctl.watch import history
+        from ddpctl.joboutput import kept_output
 
-        kept = history.keep(engine, plan.job)  # 'ddpctl logs/status' read it once the containers are gone
+        kept = kept_output.keep(engine, plan.job)  # 'ddpctl logs/status' read it once the containers are gone
         if kept:
             say(f"job {plan.job}: output kept in {kept}")
     codes = dict(finished.outcome.codes)

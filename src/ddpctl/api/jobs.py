@@ -3,7 +3,7 @@ from Python, and the one implementation of ``ddpctl up | status | logs | down`` 
 functions here and prints).
 
 A job is found by its name, through the labels of its containers (``ddpctl.job("ddp")`` needs no state), and
-once it is gone through the output ``ddpctl`` keeps (:mod:`ddpctl.watch.history`).
+once it is gone through the output ``ddpctl`` keeps (:mod:`ddpctl.joboutput.kept_output`).
 """
 
 from __future__ import annotations
@@ -186,11 +186,11 @@ def job(name: str, *, docker_hosts: str | Sequence[str] | None = None) -> Job:
 
     Raises :class:`ddpctl.BadInput` when no such job has containers or kept output.
     """
-    from ddpctl.watch import history
+    from ddpctl.joboutput import kept_output
 
     found = Job(name, docker_hosts=docker_hosts)
-    if history.find(found.name) is None and not current_nodes(found._engine(), found.name):
-        raise UsageError(f"no job {name}: no containers and no kept output in {history.root()}",
+    if kept_output.find(found.name) is None and not current_nodes(found._engine(), found.name):
+        raise UsageError(f"no job {name}: no containers and no kept output in {kept_output.root()}",
                          "list jobs with ddpctl.jobs() or 'ddpctl ps --all'")
     return found
 
@@ -198,13 +198,13 @@ def job(name: str, *, docker_hosts: str | Sequence[str] | None = None) -> Job:
 def jobs(*, docker_hosts: str | Sequence[str] | None = None, kept: bool = True) -> list[Job]:
     """Every job: those with containers (``ddpctl ps``) and, with ``kept``, those whose output is kept after
     they went down (``ddpctl ps --all``); sorted by name."""
+    from ddpctl.joboutput import kept_output
     from ddpctl.local import executor
-    from ddpctl.watch import history
 
     engine = engine_for(docker_hosts)
     names = {r.job for r in executor.list_nodes(engine)}
     if kept:
-        names |= {k.meta.get("job") or k.folder.name for k in history.all_kept()}
+        names |= {k.meta.get("job") or k.folder.name for k in kept_output.all_kept()}
     out = []
     for name in sorted(names):
         j = Job(name, docker_hosts=docker_hosts)

@@ -63,13 +63,13 @@ def _ps_table(engine, rows) -> None:
 
 
 def _ps_kept(job, live: set, shown: bool) -> None:
-    from ddpctl.watch import history
+    from ddpctl.joboutput import kept_output
 
-    kept = [k for k in history.all_kept() if k.meta.get("job") not in live and (job is None or
+    kept = [k for k in kept_output.all_kept() if k.meta.get("job") not in live and (job is None or
                                                                               k.meta.get("job") == job)]
     if not kept:
         if not shown:
-            err("no ddpctl jobs" + (f" named {job}" if job else "") + f", and no kept ones in {history.root()}")
+            err("no ddpctl jobs" + (f" named {job}" if job else "") + f", and no kept ones in {kept_output.root()}")
         return
     if shown:
         typer.echo("")

@@ -74,6 +74,7 @@ from ddpctl.launch.names import (  # noqa: F401
     NodeLaunch,
     ShellExpr,
     checkpoint_volume,
+    job_label,
     labels,
     master_addr,
     mounts_checkpoint_dir,

@@ -18,6 +18,11 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 
 MANAGED_BY = "ddpctl"
 
+
+def job_label(job: str) -> str:
+    """The label filter that finds a job's containers, networks and volumes."""
+    return f"{LABEL_JOB}={job}"
+
 CONTAINER_WORKDIR = "/workspace"  # where `workdir` is mounted in containers
 
 TRAINJOB_MASTER_PORT = 29500  # fixed by the Trainer v2 torch plugin

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddpctl.errors import UsageError
-from ddpctl.watch import records as rec_mod
+from ddpctl.joboutput import records as rec_mod
 from ddpctl.watch.status import JobView
 
 

@@ -1,6 +1,6 @@
 """Where ``status``, ``ps`` and ``plot`` find a job's output: its containers (this host or ``--docker-hosts``)
 with the kept output of its earlier attempts, the kept folder of a job that is gone
-(:mod:`ddpctl.watch.history`), a Slurm job's output file in its submit directory, or files named on the
+(:mod:`ddpctl.joboutput.kept_output`), a Slurm job's output file in its submit directory, or files named on the
 command line. Each gives a :class:`~ddpctl.watch.status.JobView`."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ddpctl import launch
 from ddpctl.errors import UsageError
-from ddpctl.watch import history, tensorboard
-from ddpctl.watch.records import stamp_seconds
+from ddpctl.joboutput import kept_output, tensorboard
+from ddpctl.joboutput.records import stamp_seconds
 from ddpctl.watch.status import JobView, NodeView
 
 STATUS_TAIL = 5000  # lines of each node's live output status reads (plot reads all)
@@ -21,14 +21,15 @@ STATUS_TAIL = 5000  # lines of each node's live output status reads (plot reads 
 
 def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView | None:
     """A job that has containers on ``engine``; None when it has none."""
-    from ddpctl.local.executor.common import job_label, split_lines
+    from ddpctl.joboutput.lines import split_lines
+    from ddpctl.launch import job_label
 
-    found = [c for c in engine.containers(label=job_label(job)) if c.labels.get(history.LABEL_NODE, "").isdigit()]
+    found = [c for c in engine.containers(label=job_label(job)) if c.labels.get(kept_output.LABEL_NODE, "").isdigit()]
     if not found:
         return None
-    attempt = max(history.attempt_of(c.labels) for c in found)
+    attempt = max(kept_output.attempt_of(c.labels) for c in found)
     view = JobView(job, "docker", restarts=attempt)
-    kept = history.find(job)
+    kept = kept_output.find(job)
     if kept is not None and attempt > 0:
         view.lines += kept.texts(attempts=range(attempt))
     from concurrent.futures import ThreadPoolExecutor
@@ -39,8 +40,8 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
         except Exception:  # noqa: BLE001 - removed meanwhile ('ddpctl down', a restart): no lines
             return []
 
-    found.sort(key=lambda c: int(c.labels[history.LABEL_NODE]))
-    view.tensorboard = tensorboard.locate(next(c for c in found if history.attempt_of(c.labels) == attempt))
+    found.sort(key=lambda c: int(c.labels[kept_output.LABEL_NODE]))
+    view.tensorboard = tensorboard.locate(next(c for c in found if kept_output.attempt_of(c.labels) == attempt))
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:  # one request per node, side by side
         outputs = list(pool.map(read, found))
     for c, lines in zip(found, outputs, strict=True):
@@ -49,12 +50,12 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
             stamp, _, text = line.partition(" ")
             view.lines.append(text)
             last = stamp
-        view.nodes.append(NodeView(int(c.labels[history.LABEL_NODE]), c.state, c.exit_code, attempt, c.name, c.host,
+        view.nodes.append(NodeView(int(c.labels[kept_output.LABEL_NODE]), c.state, c.exit_code, attempt, c.name, c.host,
                                    stamp_seconds(last) if last else None))
     return view
 
 
-def kept_view(kept: history.Kept) -> JobView:
+def kept_view(kept: kept_output.Kept) -> JobView:
     m = kept.meta
     attempt = max((a for a, _ in kept.lines), default=0)
     tb = m.get("tensorboard")
@@ -77,10 +78,10 @@ def job_view(engine, job: str) -> JobView:
     view = docker_view(engine, job) if engine is not None else None
     if view is not None:
         return view
-    kept = history.find(job)
+    kept = kept_output.find(job)
     if kept is not None:
         return kept_view(kept)
-    raise UsageError(f"no job {job}: no containers and no kept output in {history.root()}",
+    raise UsageError(f"no job {job}: no containers and no kept output in {kept_output.root()}",
                      "list jobs with 'ddpctl ps --all'")
 
 
@@ -131,10 +132,10 @@ def slurm_view(job_id: str, directory: Path) -> JobView:
 def file_view(path: Path) -> JobView:
     """``plot FILE``: a kept job folder, a progress.jsonl, or any output/log file with records."""
     if path.is_dir():
-        kept = history.load(path)
+        kept = kept_output.load(path)
         if kept is None or not kept.lines and not (path / "progress.jsonl").exists():
             raise UsageError(f"{path} is not a kept job folder", "pass a job name, a folder under "
-                             f"{history.root()}, or a file with progress records")
+                             f"{kept_output.root()}, or a file with progress records")
         return kept_view(kept)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")

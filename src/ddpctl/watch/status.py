@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ddpctl.watch import records as rec_mod
-from ddpctl.watch import tensorboard
+from ddpctl.joboutput import records as rec_mod
+from ddpctl.joboutput import tensorboard
 
 
 @dataclass
@@ -31,7 +31,7 @@ class JobView:
     state: str = ""
     result: str | None = None
     kept: str | None = None  # the folder its output is kept in
-    tensorboard: dict | None = None  # where its TensorBoard event files are (ddpctl.watch.tensorboard)
+    tensorboard: dict | None = None  # where its TensorBoard event files are (ddpctl.joboutput.tensorboard)
 
 
 def build(view: JobView, now: float) -> dict:

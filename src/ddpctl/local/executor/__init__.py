@@ -33,32 +33,7 @@ The parts (callers use the names re-exported here):
 
 from __future__ import annotations
 
-from ddpctl.local.executor.attach import (
-    Lost,
-    NodeFailure,
-    Outcome,
-    OutputClosed,
-    attach,
-    failure_message,
-    job_root_cause,
-    node_failure,
-    root_cause,
-)
-from ddpctl.local.executor.common import MANAGED, Say, job_label
-from ddpctl.local.executor.create import Job, check_resume, create, remove_job, restart, rollback, start, up
-from ddpctl.local.executor.ending import EXIT_ENGINE_LOST, resume_argv
-from ddpctl.local.executor.jobs import (
-    NodeRow,
-    all_jobs,
-    follow_logs,
-    format_age,
-    job_nodes,
-    list_nodes,
-    merged_logs,
-    wait_for_line,
-)
-from ddpctl.local.executor.lifecycle import Started, Stopped, run_attached, start_job
-from ddpctl.local.executor.lines import (
+from ddpctl.joboutput.lines import (
     COLORS,
     LAUNCH_FAILURE,
     LAUNCHER,
@@ -75,6 +50,32 @@ from ddpctl.local.executor.lines import (
     silent_ranks_line,
     split_rank,
 )
+from ddpctl.launch import job_label
+from ddpctl.local.executor.attach import (
+    Lost,
+    NodeFailure,
+    Outcome,
+    OutputClosed,
+    attach,
+    failure_message,
+    job_root_cause,
+    node_failure,
+    root_cause,
+)
+from ddpctl.local.executor.common import MANAGED, Say
+from ddpctl.local.executor.create import Job, check_resume, create, remove_job, restart, rollback, start, up
+from ddpctl.local.executor.ending import EXIT_ENGINE_LOST, resume_argv
+from ddpctl.local.executor.jobs import (
+    NodeRow,
+    all_jobs,
+    follow_logs,
+    format_age,
+    job_nodes,
+    list_nodes,
+    merged_logs,
+    wait_for_line,
+)
+from ddpctl.local.executor.lifecycle import Started, Stopped, run_attached, start_job
 from ddpctl.local.executor.preflight import host_cpus, port_free, preflight, secret_values
 from ddpctl.local.executor.several_hosts import ensure_image, preflight_hosts, up_hosts
 from ddpctl.local.executor.stream import ENGINE_WAIT_ENV, engine_wait_s

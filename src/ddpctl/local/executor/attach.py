@@ -18,10 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ddpctl.errors import JobFailed
-from ddpctl.local.engine_interface import ContainerInfo, Engine
-from ddpctl.local.executor.common import Say, say_nothing, split_lines
-from ddpctl.local.executor.create import Job
-from ddpctl.local.executor.lines import (
+from ddpctl.joboutput.lines import (
     LAUNCH_FAILURE,
     PEER_GRACE_S,
     format_line,
@@ -29,8 +26,12 @@ from ddpctl.local.executor.lines import (
     parse_launch_failure,
     peer_loss_line,
     says_lost_peer,
+    split_lines,
     split_rank,
 )
+from ddpctl.local.engine_interface import ContainerInfo, Engine
+from ddpctl.local.executor.common import Say, say_nothing
+from ddpctl.local.executor.create import Job
 from ddpctl.local.executor.stream import EngineWatch, Streams, await_engine, engine_wait_s
 
 
@@ -108,7 +109,7 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
     ``DDPCTL_ENGINE_WAIT``; one line through ``say``); when it answers again the stream resumes after its last
     line, when it does not the outcome names it (:attr:`Outcome.lost`) and the caller ends the job.
     """
-    from ddpctl.watch.live import LiveLine
+    from ddpctl.joboutput.live import LiveLine
 
     out = out or sys.stdout
     wait_s = engine_wait_s() if wait_s is None else wait_s
@@ -131,7 +132,7 @@ def attach(job: Job, engine: Engine, *, out=None, color: bool = False, stop_on_f
 
 def _loop(job: Job, engine: Engine, streams: Streams, outcome: Outcome, *, out, color: bool, width: int,
           stop_on_failure: bool, mute_after, say: Say, wait_s: float, watch: EngineWatch | None, live=None) -> None:
-    from ddpctl.watch.live import consume
+    from ddpctl.joboutput.live import consume
 
     codes, stopped = outcome.codes, outcome.stopped
     lost_peer: set[int] = set()  # nodes whose launcher said its failure was a lost peer

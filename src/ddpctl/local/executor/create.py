@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ddpctl.errors import EngineError
+from ddpctl.launch import job_label
 from ddpctl.local.engine_interface import Engine
-from ddpctl.local.executor.common import Say, exc_reason, job_label, say_nothing
+from ddpctl.local.executor.common import Say, exc_reason, say_nothing
 from ddpctl.local.executor.preflight import port_free, preflight, secret_values
 from ddpctl.local.plan import LocalPlan, container_request, is_root
 
@@ -36,10 +37,10 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None,
     """Remove every container, network and volume labelled ``job`` (``keep_volumes``: not its checkpoint
     volume, for ``up --resume``). Idempotent.
 
-    Returns (containers, networks, volumes). The containers' output is kept first (ddpctl.watch.history)."""
-    from ddpctl.watch import history
+    Returns (containers, networks, volumes). The containers' output is kept first (ddpctl.joboutput.kept_output)."""
+    from ddpctl.joboutput import kept_output
 
-    history.keep(engine, job, removing=True)
+    kept_output.keep(engine, job, removing=True)
     n_c = n_n = n_v = 0
     for attempt in range(3):  # an attached `up` may be restarting the job meanwhile: remove what it made, again
         for c in engine.containers(label=job_label(job)):
@@ -133,9 +134,9 @@ def restart(job: Job, engine: Engine) -> None:
     """Restart every node of a stopped job: its containers are recreated (restart argv, restart count) and
     started; the network and the checkpoint volume stay. A failure raises :class:`EngineError` (the caller
     removes the job)."""
-    from ddpctl.watch import history
+    from ddpctl.joboutput import kept_output
 
-    history.keep(engine, job.plan.job)  # this attempt's output outlives its containers
+    kept_output.keep(engine, job.plan.job)  # this attempt's output outlives its containers
     for cid in job.ids.values():
         engine.remove_container(cid)
     job.ids = {}

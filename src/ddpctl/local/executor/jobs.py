@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ddpctl.errors import EngineError, UsageError
-from ddpctl.launch import LABEL_JOB, LABEL_NODE_RANK
+from ddpctl.joboutput.lines import split_lines
+from ddpctl.launch import LABEL_JOB, LABEL_NODE_RANK, job_label
 from ddpctl.local.engine_interface import ContainerInfo, Engine
-from ddpctl.local.executor.common import MANAGED, Say, job_label, say_nothing, split_lines
+from ddpctl.local.executor.common import MANAGED, Say, say_nothing
 from ddpctl.local.restarts import LABEL_RESTARTS
 
 

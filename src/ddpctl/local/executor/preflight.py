@@ -13,9 +13,8 @@ import socket
 from typing import Callable, Mapping
 
 from ddpctl.errors import EngineError, UsageError
-from ddpctl.launch import LABEL_JOB
+from ddpctl.launch import LABEL_JOB, job_label
 from ddpctl.local.engine_interface import ContainerInfo, Engine
-from ddpctl.local.executor.common import job_label
 from ddpctl.local.plan import LocalPlan
 
 

@@ -24,8 +24,9 @@ import time
 from typing import Callable, Iterator, Mapping
 
 from ddpctl.errors import UsageError
+from ddpctl.joboutput.lines import split_lines
 from ddpctl.local.engine_interface import Engine
-from ddpctl.local.executor.common import Say, exc_reason, say_nothing, split_lines
+from ddpctl.local.executor.common import Say, exc_reason, say_nothing
 
 ENGINE_WAIT_ENV = "DDPCTL_ENGINE_WAIT"
 ENGINE_WAIT_S = 60.0  # how long a lost Docker Engine (or host) gets to come back

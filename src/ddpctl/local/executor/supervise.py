@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass
 
 from ddpctl.errors import JobFailed
+from ddpctl.launch import job_label
 from ddpctl.local.engine_interface import Engine
 from ddpctl.local.executor import ending
 from ddpctl.local.executor.attach import Outcome, attach, failure_message, job_root_cause
-from ddpctl.local.executor.common import Say, job_label, say_nothing
+from ddpctl.local.executor.common import Say, say_nothing
 from ddpctl.local.executor.create import Job, restart
 from ddpctl.local.executor.stream import EngineWatch
 from ddpctl.local.restarts import retryable

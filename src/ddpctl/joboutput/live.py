@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from ddpctl.watch import records as rec_mod
+from ddpctl.joboutput import records as rec_mod
 
 
 def consume(live: LiveLine | None, text: str) -> bool:

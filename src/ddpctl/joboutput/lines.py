@@ -8,6 +8,7 @@ failure with one line naming the root-cause rank. Kept in step with ddp_train.la
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from ddpctl.local.restarts import retryable
 
@@ -106,3 +107,14 @@ def parse_launch_failure(lines: list[str]) -> tuple[int, int, str, str] | None:
         if m:
             return int(m.group(1)), int(m.group(2)), m.group(3) or "", m.group(4) or ""
     return None
+
+
+def split_lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield line.decode("utf-8", "replace").rstrip("\r")
+    if buf:
+        yield buf.decode("utf-8", "replace").rstrip("\r")

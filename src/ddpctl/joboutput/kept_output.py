@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpctl.watch import records as rec_mod
-from ddpctl.watch import tensorboard
+from ddpctl.joboutput import records as rec_mod
+from ddpctl.joboutput import tensorboard
 
 NODE_LOG_BYTES = 20 * 2**20
 MAX_JOBS = 50
@@ -67,8 +67,8 @@ def keep(engine, job: str, *, removing: bool = False) -> Path | None:
 
 
 def _keep(engine, job: str, removing: bool) -> Path | None:
-    from ddpctl.local.executor.common import job_label, split_lines
-    from ddpctl.local.executor.lines import node_ranks
+    from ddpctl.joboutput.lines import node_ranks, split_lines
+    from ddpctl.launch import job_label
 
     found = [c for c in engine.containers(label=job_label(job)) if c.labels.get(LABEL_NODE, "").isdigit()]
     if not found:

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 FLAG = "--tensorboard"
-KEEP_DIR = "tensorboard"  # in the job's kept folder (ddpctl.watch.history)
+KEEP_DIR = "tensorboard"  # in the job's kept folder (ddpctl.joboutput.kept_output)
 KEEP_MAX_BYTES = 64 * 1024**2  # a kept copy larger than this is not made (scalars take far less)
 
 

@@ -1,0 +1,5 @@
+"""A job's output, the text its processes print, read back: the lines and what they say (:mod:`.lines`: the
+rank prefix, the launcher's root-cause line), progress records and summaries (:mod:`.records`), the live line of
+an attached ``up`` (:mod:`.live`), the output kept after a job ends (:mod:`.kept`) and its TensorBoard files
+(:mod:`.tensorboard`). The executor writes through it and ``watch`` reads through it; neither imports the other.
+Nothing here imports torch or docker at import time."""
