@@ -6,6 +6,7 @@ module imports another module's private (underscore) name."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -23,9 +24,15 @@ def modules(root: Path, package: str) -> dict[str, tuple[Path, bool]]:
 
 def imports(path: Path, module: str, is_pkg: bool) -> set[str]:
     """The absolute names a file imports anywhere (functions and `if TYPE_CHECKING:` blocks too)."""
+    stat = path.stat()  # a file's walk is made once per test process while the file stays as it is
+    return set(_imports(str(path), stat.st_mtime_ns, stat.st_size, module, is_pkg))
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(path: str, _mtime_ns: int, _size: int, module: str, is_pkg: bool) -> frozenset[str]:
     names: set[str] = set()
     package = module if is_pkg else module.rpartition(".")[0]
-    stack = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    stack = list(ast.parse(Path(path).read_text(encoding="utf-8")).body)
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Import):
@@ -38,7 +45,7 @@ def imports(path: Path, module: str, is_pkg: bool) -> set[str]:
             # `from pkg import sub` imports pkg.sub; `from pkg import name` resolves to pkg below (owner)
             names.update(f"{base}.{a.name}" for a in node.names)
         stack.extend(ast.iter_child_nodes(node))
-    return names
+    return frozenset(names)
 
 
 def import_graph(root: Path, package: str) -> dict[str, set[str]]:

@@ -41,9 +41,15 @@ COMPOSE_TEXTS = dict(_compose_texts())
 K8S_DOCS = dict(_k8s_docs())
 # The real client is required in CI (`make test` sets DDPCTL_REQUIRE_DOCKER=1 after installing it): there a
 # missing docker-compose fails the test; a developer's `make unit` without it skips.
-needs_compose = pytest.mark.skipif(
+# One docker-compose process per file (about a second of CPU each): `make check`, the quick tier, leaves these
+# out (marker compose_client); `make unit` and `make test` run them.
+_compose_installed = pytest.mark.skipif(
     shutil.which("docker-compose") is None and os.environ.get("DDPCTL_REQUIRE_DOCKER") != "1",
     reason="docker-compose not installed (scripts/ci-setup.sh installs it)")
+
+
+def needs_compose(test):
+    return pytest.mark.compose_client(_compose_installed(test))
 
 
 @pytest.mark.parametrize("key", sorted(COMPOSE_TEXTS))
