@@ -183,6 +183,8 @@ ENTRIES = {
     ("ddpctl.local.executor", "ddpctl.dockerengine"): None,
     ("ddpctl.cli", "ddpctl.dockerengine"): "ddpctl.dockerengine.job_engine",
     ("ddpctl.api", "ddpctl.dockerengine"): "ddpctl.dockerengine.job_engine",  # the Python API the CLI is built on
+    # the CLI is built on the API, never the other way round: the API holds the rules, the CLI parses and prints
+    ("ddpctl.api", "ddpctl.cli"): None,
     # watch reads a job's output, the executor runs the job: they meet in ddpctl.joboutput, never in each other
     ("ddpctl.watch", "ddpctl.local.executor"): None,
     ("ddpctl.local.executor", "ddpctl.watch"): None,

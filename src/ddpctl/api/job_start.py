@@ -47,12 +47,12 @@ def prepare(spec: JobSpec, *, bake: bool = False, pip: Any = None, allow_credent
             job_file: str | None = None, dry_run: bool = False, say: Say = _quiet) -> Prepared:
     """Build the workspace image when asked (``up --bake``), place the nodes on their engine(s) and plan the
     containers; nothing is created (with ``dry_run`` nothing is built either)."""
-    from ddpctl.cli import workspace_options
+    from ddpctl.api import workspace_rules
     from ddpctl.dockerengine import job_engine
     from ddpctl.local import executor
     from ddpctl.local.plan import plan_local
 
-    if workspace_options.asked_to_build(spec, bake, flag="--bake", source=job_file):
+    if workspace_rules.asked_to_build(spec, bake, flag="--bake", source=job_file):
         from ddpctl.images import bake as baking
 
         if dry_run:
@@ -61,7 +61,7 @@ def prepare(spec: JobSpec, *, bake: bool = False, pip: Any = None, allow_credent
         else:
             spec = baking.bake(spec, push=False, pip=pip, allow_credentials=allow_credentials)
     else:
-        workspace_options.refuse_unused(pip, spec.workspace.requirements, flag="--bake",
+        workspace_rules.refuse_unused(pip, spec.workspace.requirements, flag="--bake",
                                         allow_credentials=allow_credentials)
     spec, engine = job_engine.for_spec(spec)
     plan = plan_local(spec, cwd=Path.cwd(), default_user=caller_user(), host_cpus=executor.host_cpus(engine))

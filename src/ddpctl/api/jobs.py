@@ -41,9 +41,12 @@ def hosts_flag(docker_hosts: str | Sequence[str] | None) -> str | None:
 
 
 def engine_for(docker_hosts: str | Sequence[str] | None) -> Engine:
-    from ddpctl.cli.docker_hosts import engine_for as connect
+    """The engine of a job's commands (ps, logs, down, status): the hosts given (``--docker-hosts``; default
+    ``$DDPCTL_DOCKER_HOSTS``) as one, else DOCKER_HOST's engine."""
+    from ddpctl.dockerengine import job_engine
 
-    return connect(hosts_flag(docker_hosts))
+    flag = hosts_flag(docker_hosts)
+    return job_engine.for_hosts(flag if flag is not None else os.environ.get(job_engine.DOCKER_HOSTS_ENV))
 
 
 def up(*, command: Sequence[str] | None = None, spec: JobSpec | Mapping[str, Any] | None = None,

@@ -30,7 +30,7 @@ def ps(
 
       ddpctl ps --all
     """
-    from ddpctl.cli.docker_hosts import engine_for
+    from ddpctl.api.jobs import engine_for
     from ddpctl.local import executor
 
     engine = engine_for(docker_hosts)

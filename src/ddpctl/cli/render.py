@@ -16,6 +16,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from ddpctl.api import workspace_rules
 from ddpctl.cli import spec_options as so
 from ddpctl.cli import workspace_options
 from ddpctl.cli.app import app
@@ -97,12 +98,12 @@ def _run(target: str, kw: dict[str, Any]) -> None:
     validate = kw.pop("validate", False)
     output: str | None = kw.pop("output")
     dry_run = kw.pop("dry_run", False)
-    pip = workspace_options.pip_options(kw)
+    pip = workspace_rules.pip_options(kw)
     allow_credentials = kw.pop("allow_credential_files", False)
     push, job_file = bool(kw.get("push")), kw.get("file")
-    workspace_options.absolute_code_paths(kw, push)
+    workspace_rules.absolute_code_paths(kw, push)
     spec = so.spec_from_cli(target, kw)
-    if workspace_options.asked_to_build(spec, push, flag="--push", source=job_file):
+    if workspace_rules.asked_to_build(spec, push, flag="--push", source=job_file):
         from ddpctl.images import bake
 
         bake.check_target(target, spec)  # the target must take the spec before anything is built or pushed
@@ -115,7 +116,7 @@ def _run(target: str, kw: dict[str, Any]) -> None:
             raise UsageError("-o is empty", "give a file, a directory ending in '/', or '-' for stdout")
         spec = bake.bake(spec, push=True, pip=pip, allow_credentials=allow_credentials)
     else:
-        workspace_options.refuse_unused(pip, None, flag="--push", allow_credentials=allow_credentials)  # only for a build
+        workspace_rules.refuse_unused(pip, None, flag="--push", allow_credentials=allow_credentials)  # only for a build
         if dry_run:
             from ddpctl.errors import UsageError
 

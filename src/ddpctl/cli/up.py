@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from ddpctl.api import workspace_rules
 from ddpctl.cli import spec_options as so
 from ddpctl.cli import workspace_options
 from ddpctl.cli.app import app, err
@@ -77,10 +78,10 @@ def up(**kw) -> None:
 
     detach, dry_run, rm, bake = kw.pop("detach"), kw.pop("dry_run"), kw.pop("rm"), kw.pop("bake")
     resume = kw.pop("resume")
-    pip = workspace_options.pip_options(kw)
+    pip = workspace_rules.pip_options(kw)
     allow_credentials = kw.pop("allow_credential_files", False)
     job_file = kw.get("file")
-    workspace_options.absolute_code_paths(kw, bool(bake))
+    workspace_rules.absolute_code_paths(kw, bool(bake))
     spec = dh.up_spec(kw)
     wait_s = executor.engine_wait_s()  # a bad DDPCTL_ENGINE_WAIT is refused before anything starts
     if resume:

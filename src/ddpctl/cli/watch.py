@@ -112,7 +112,7 @@ def plot_cmd(
             views.append(sources.file_view(p))
             continue
         if engine is None:
-            from ddpctl.cli.docker_hosts import engine_for
+            from ddpctl.api.jobs import engine_for
             from ddpctl.errors import EngineError
 
             try:

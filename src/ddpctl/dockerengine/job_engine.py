@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from ddpctl.spec import JobSpec
 
 
+DOCKER_HOSTS_ENV = "DDPCTL_DOCKER_HOSTS"  # the Docker hosts of up / ps / logs / down when --docker-hosts names none
+
+
 def for_hosts(given: str | Sequence[str] | None) -> Engine:
     """The Docker hosts ``given`` (URLs or context names, comma-separated or a list) as one engine; DOCKER_HOST's
     engine when it names none. A bad or repeated host is a usage error, before anything connects."""
