@@ -1,1 +1,1 @@
-"""The training loop: the trainer, one step, its timer, the learning-rate schedule, stops, evaluation, fault injection."""
+"""The training loop: the trainer, one step, its timer, stops, evaluation, fault injection."""

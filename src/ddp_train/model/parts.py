@@ -15,8 +15,8 @@ from ddp_train.comm.bucket_reduce import BucketedAllReduce
 from ddp_train.comm.flat_reduce import FlatAllReduce
 from ddp_train.config.run_config import RunConfig
 from ddp_train.config.run_plan import RunPlan
-from ddp_train.loop.lr_schedule import Schedule
 from ddp_train.model import compile_scope
+from ddp_train.model.lr_schedule import Schedule
 from ddp_train.model.networks import build_model, convert_sync_bn
 
 

@@ -1,4 +1,4 @@
-"""ddp_train.loop.lr_schedule: the LR schedule by samples (bit for bit LambdaLR's, its state, resume with a new
+"""ddp_train.model.lr_schedule: the LR schedule by samples (bit for bit LambdaLR's, its state, resume with a new
 base LR)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from ddp_train.loop.lr_schedule import Schedule, factor
+from ddp_train.model.lr_schedule import Schedule, factor
 
 
 def _torch_lambdalr(groups_lr, gb, total, warm, kind, steps):
