@@ -24,10 +24,11 @@ from ddpctl.local.engine_interface import ContainerInfo, Engine
 from ddpctl.local.executor import ending, stream
 from ddpctl.local.plan import plan_local
 from ddpctl.spec import spec_from_dict
+from job_records import summary_line
 
 CWD = Path("/home/u/proj")
 BASE = 1_790_000_000.0
-SUMMARY = 'rank-0 | {"event": "summary", "steps": 8, "exit_code": 0}'
+SUMMARY = "rank-0 | " + summary_line(steps=8, exit_code=0)
 
 
 def _ts(sec: float) -> str:

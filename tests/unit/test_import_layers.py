@@ -171,9 +171,11 @@ LAYERS = {
     "ddpctl.dockerengine": ("ddpctl.errors", "ddpctl.rules", "ddpctl.launch", "ddpctl.spec",
                             "ddpctl.local.engine_interface"),
     # a job's output read back: the executor writes through it and watch reads through it, so it sits below both
-    # (the launch contract's names and labels, the restart rules that say which exit codes retry)
+    # (the launch contract's names and labels, the restart rules that say which exit codes retry; the record
+    # schemas and the JSON-Schema validator every record a job prints is checked with)
     "ddpctl.joboutput": ("ddpctl.errors", "ddpctl.launch", "ddpctl.spec", "ddpctl.local.restarts",
-                         "ddpctl.local.engine_interface", "ddpctl.outfiles"),
+                         "ddpctl.local.engine_interface", "ddpctl.outfiles", "ddpctl.schemas",
+                         "ddpctl.validate.schema", "ddpctl.validate.jsontypes"),
 }
 # A package kept out of another: a module inside the first (key) imports no module of the second, but the entry
 # named (None: none at all). The executor knows the container engine only through ddpctl.local.engine_interface;

@@ -17,6 +17,7 @@ from ddpctl.local import executor, restarts
 from ddpctl.local.engine_interface import ContainerInfo, Engine, NetworkInfo, VolumeInfo
 from ddpctl.local.plan import container_request, plan_local
 from ddpctl.spec import spec_from_dict
+from job_records import summary_line
 
 CWD = Path("/home/u/proj")
 LAUNCH = ("ddp-train-launch", "--nnodes", "2", "--no-python")
@@ -142,7 +143,7 @@ class ScriptedEngine(Engine):
         return self.info[cid]["script"][1]
 
 
-OK = (["rank-0 | ok", 'rank-0 | {"event": "summary", "exit_code": 0}'], 0)
+OK = (["rank-0 | ok", "rank-0 | " + summary_line(exit_code=0)], 0)
 KILLED = ([], 137)
 PEER = (["ddp-train-launch: rank 0 failed (exit code 129, lost a peer): ddp-train: error: lost a peer or timed "
          "out (x); retryable, restart the job (exit code 129)"], 129)

@@ -13,6 +13,7 @@ import pytest
 from ddpctl.joboutput import kept_output, live, records
 from ddpctl.local.engine_interface import ContainerInfo
 from ddpctl.watch import status
+from job_records import summary, summary_line
 
 SCHEMA = json.loads((resources.files("ddp_train") / "progress.schema.json").read_text(encoding="utf-8"))
 
@@ -28,7 +29,9 @@ def rec(rank, step, t, *, total=100, restart=0, st=0.5, rate=128.0, loss=1.0, ck
 
 def test_parse_takes_records_and_summaries_and_ignores_everything_else():
     assert records.parse_event(rec(1, 5, 1.0), "progress")["step"] == 5
-    assert records.parse_event('{"event": "summary", "steps": 3}', "summary") == {"event": "summary", "steps": 3}
+    assert records.parse_event(summary_line(steps=3), "summary") == summary(steps=3)
+    # a summary line that lacks the schema's keys is no summary: kept as a plain line
+    assert records.parse_event('{"event": "summary", "steps": 3}', "summary") is None
     for junk in ["", "loss 1.0", '{"event":"progress"', '{"event":"progress","step":"x"}', "[1, 2]",
                  '{"event":"epoch","step":1}', 'rank-0 | {"progress": 1}']:
         assert records.parse_event(junk, "progress") is None
@@ -105,7 +108,7 @@ def test_kept_output_keeps_attempts_rotates_a_new_run_and_reads_back(tmp_path, m
     e.add("a0", "job", 0, ["start", rec(0, 10, 1.0)], code=137)
     assert kept_output.keep(e, "job") == tmp_path / "ddpctl" / "jobs" / "job"
     e.items.clear()
-    e.add("b0", "job", 0, ["again", rec(0, 20, 2.0, restart=1), '{"event": "summary", "images_per_sec": 99.5}'],
+    e.add("b0", "job", 0, ["again", rec(0, 20, 2.0, restart=1), summary_line(images_per_sec=99.5)],
           restarts=1)
     folder = kept_output.keep(e, "job", removing=True)
     kept = kept_output.find("job")

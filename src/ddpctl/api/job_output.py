@@ -80,16 +80,18 @@ def since_time(value: str | float | datetime | timedelta | None, *, flag: str = 
 
 def log_lines(name: str, engine: Engine | Callable[[], Engine], *, follow: bool = False, node: int | None = None,
               tail: int | None = None, since: float | None = None, records: bool = False, color: bool = False,
-              say: Say = say_nothing) -> Iterator[str]:
-    """``ddpctl logs``'s lines (prefixed with node and rank); notes (silent ranks, kept output) through ``say``."""
+              say: Say = say_nothing, raw: bool = False) -> Iterator[str]:
+    """``ddpctl logs``'s lines (prefixed with node and rank; control characters made visible unless ``raw``);
+    notes (silent ranks, kept output) through ``say``."""
     from ddpctl.joboutput.records import is_record
+    from ddpctl.joboutput.visible import visible
     from ddpctl.local import executor
 
     eng = engine() if callable(engine) else engine
     try:
         nodes = executor.job_nodes(eng, name, node)
     except UsageError:
-        kept = _kept_lines(name, node, tail, since, records, color, say)
+        kept = _kept_lines(name, node, tail, since, records, color, say, raw)
         if kept is None:
             raise
         yield from kept
@@ -106,17 +108,19 @@ def log_lines(name: str, engine: Engine | Callable[[], Engine], *, follow: bool 
             seen[n].add(r)
         if not records and is_record(text):
             continue
-        yield executor.prefix(n, width, color, r) + text
+        yield executor.prefix(n, width, color, r) + (text if raw else visible(text, tab=True))
     for n in sorted(nodes):
         note = executor.silent_ranks_line(n, expected[n], seen[n], window=tail is not None or since is not None)
         if note:
             say(note)
 
 
-def _kept_lines(name: str, node, tail, start, records: bool, color: bool, say: Say) -> list[str] | None:
+def _kept_lines(name: str, node, tail, start, records: bool, color: bool, say: Say,
+                raw: bool = False) -> list[str] | None:
     """``logs`` of a job that is gone: its kept output (the last attempt), as the containers gave it."""
     from ddpctl.joboutput import kept_output
     from ddpctl.joboutput.records import is_record, stamp_seconds
+    from ddpctl.joboutput.visible import visible
     from ddpctl.local import executor
 
     kept = kept_output.find(name)
@@ -137,7 +141,7 @@ def _kept_lines(name: str, node, tail, start, records: bool, color: bool, say: S
     for _, n, text in entries:
         r, body = executor.split_rank(text)
         if records or not is_record(body):
-            out.append(executor.prefix(n, width, color, r) + body)
+            out.append(executor.prefix(n, width, color, r) + (body if raw else visible(body, tab=True)))
     say(f"job {name} is gone: its output as kept in {kept.folder}")
     return out
 

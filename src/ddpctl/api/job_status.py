@@ -90,6 +90,10 @@ class JobStatus:
     summary: dict | None  #: ddp-train's summary record (summary.schema.json), when it printed one
     kept: str | None  #: the folder its output is kept in
     tensorboard: dict | None
+    #: lines that looked like progress records or summaries but failed their schema (shown as plain output)
+    records_rejected: int = 0
+    #: what the bounded read of the output left out (lines cut, output not read), one line each
+    notes: tuple[str, ...] = ()
     raw: dict = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -106,7 +110,8 @@ class JobStatus:
             ranks=tuple(_pick(RankStatus, r) for r in data.get("ranks") or ()),
             progress=_pick(Progress, progress) if isinstance(progress, Mapping) else None,
             records_seen=bool(data.get("records_seen")), summary=data.get("summary"), kept=data.get("kept"),
-            tensorboard=data.get("tensorboard"), raw=dict(data))
+            tensorboard=data.get("tensorboard"), records_rejected=int(data.get("records_rejected") or 0),
+            notes=tuple(str(n) for n in data.get("notes") or ()), raw=dict(data))
 
     def to_dict(self) -> dict:
         """The dict ``ddpctl status --json`` prints."""

@@ -147,17 +147,19 @@ class Job:
         return JobStatus.from_dict(status_dict(self.name, self._engine))
 
     def logs(self, follow: bool = False, node: int | None = None, since: str | float | datetime | timedelta | None = None,
-             *, tail: int | None = None, records: bool = False) -> Iterator[str]:
+             *, tail: int | None = None, records: bool = False, raw: bool = False) -> Iterator[str]:
         """The job's output lines, as ``ddpctl logs`` prints them (``node-1 rank-3 | ...``, all nodes merged in
         time order, the ranks' progress records left out unless ``records``). ``follow`` goes on until the
         nodes exit; ``node`` keeps one node; ``since`` keeps newer lines (``"10m"``, a Unix time, a
         :class:`~datetime.datetime` or a :class:`~datetime.timedelta` back from now); ``tail`` the last N
-        lines of each node. After ``down`` the kept output."""
+        lines of each node. After ``down`` the kept output. Control characters the job printed (terminal
+        escapes) are shown as text such as ``\x1b``; ``raw`` gives the text as the job printed it."""
         for what, value in (("node", node), ("tail", tail)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise UsageError(f"{what}= must be an integer of at least 0, got {value!r}", f"pass e.g. {what}=0")
         start = since_time(since)
-        return log_lines(self.name, self._engine, follow=follow, node=node, tail=tail, since=start, records=records)
+        return log_lines(self.name, self._engine, follow=follow, node=node, tail=tail, since=start, records=records,
+                         raw=raw)
 
     def wait(self, timeout: float | None = None, *, stop_on_failure: bool = True, poll_s: float = 1.0) -> Outcome:
         """Block until every node has exited (at most ``timeout`` seconds: then :class:`TimeoutError`), and

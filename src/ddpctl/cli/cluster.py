@@ -22,7 +22,8 @@ def ps(
     docker_hosts: DockerHostsOpt = None,
 ) -> None:
     """List ddpctl jobs on this host (or on every --docker-hosts host): nodes, state, exit codes, restarts
-    (up --max-restarts), age, progress (step/total and ETA, from the ranks' progress records).
+    (up --max-restarts), age, progress (step/total and ETA, from the ranks' progress records: each node's
+    last 5000 lines, at most 16 MiB or 200,000 lines of each, read; a record that fails its schema is not used).
 
     Examples:
 
@@ -93,6 +94,9 @@ def _ago(seconds: float) -> str:
 
 
 def _print_table(table) -> None:
+    from ddpctl.joboutput.visible import visible
+
+    table = [tuple(visible(cell) for cell in row) for row in table]  # job output and kept metadata: shown as text
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -115,12 +119,22 @@ def logs(
                                                  show_default=False)] = None,
     records: Annotated[bool, typer.Option("--records", help="Also the ranks' progress records (JSON lines that "
                                                            "'ddpctl status' reads; hidden by default).")] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Print each line as the job printed it, control characters "
+                                                   "and terminal escapes included (only invalid UTF-8 is "
+                                                   "replaced). Without it, on a terminal or not, they are shown "
+                                                   "as text such as \\x1b; tabs are kept.")]
+    = False,
     docker_hosts: DockerHostsOpt = None,
 ) -> None:
     """Print a job's output, all nodes merged in time order, each line prefixed with its node and rank
     ('node-1 rank-3 | ...'; 'node-1 | ...' for the node's launcher). Ranks that printed nothing are named
     in one line on stderr. After 'ddpctl down' (or the end of an attached 'up') it prints the output kept
     in the job's folder under the state directory ('ddpctl ps --all').
+
+    What a job prints is shown safely: control characters and terminal escape sequences (cursor moves, window
+    titles, clipboard writes, bidi overrides) appear as text such as \\x1b, whether stdout is a terminal or
+    not; --raw prints the bytes as the job wrote them. A line over 64 KiB is cut there, saying how much was
+    left out.
 
     With --follow, a Docker Engine that goes away is waited for (DDPCTL_ENGINE_WAIT seconds, default 60) and
     the output goes on after its last line when it answers again; one that does not is one error line.
@@ -137,7 +151,7 @@ def logs(
             raise UsageError(f"{flag} must be at least 0, got {value}", f"pass e.g. {flag} 0")
     start = _since(since)
     lines = log_lines(job, engine_for(docker_hosts), follow=follow, node=node, tail=tail, since=start,
-                      records=records, color=stdout_color(sys.stdout), say=err)  # what ddpctl.Job.logs() yields
+                      records=records, color=stdout_color(sys.stdout), say=err, raw=raw)  # what ddpctl.Job.logs() yields
     try:
         for line in lines:
             typer.echo(line)

@@ -53,6 +53,11 @@ def status_cmd(
     kept output. A job whose ddp-train writes TensorBoard event files (--tensorboard) gets a line saying where
     they are and how to look at them.
 
+    What a job prints is untrusted: status reads each node's last 5000 lines, at most 16 MiB or 200,000 lines
+    of each (lines cut at 64 KiB; what was left out is said); a record that fails progress.schema.json or
+    summary.schema.json is counted and not used; text the job chose (host names, checkpoint paths) is shown
+    with control characters as text such as \\x1b. --json is strict JSON (no NaN or Infinity: null).
+
     Examples:
 
       ddpctl status ddp
@@ -70,8 +75,9 @@ def status_cmd(
     shown = 0
     while True:
         st = _status(job, slurm, directory, docker_hosts)
-        if as_json:
-            typer.echo(json.dumps(st, separators=(",", ":") if watch else None, indent=None if watch else 1))
+        if as_json:  # strict JSON: the dict holds no NaN or infinity (status.build), and allow_nan=False says so
+            typer.echo(json.dumps(st, separators=(",", ":") if watch else None, indent=None if watch else 1,
+                                  allow_nan=False))
         else:
             lines = status.text(st)
             if tty and shown:
@@ -98,6 +104,9 @@ def plot_cmd(
     """A PNG of loss and samples/s against step, one line per rank, restarts marked by dashed lines; several
     jobs side by side. Needs matplotlib (the bench extra).
 
+    Reads at most 16 MiB or 200,000 lines of each node's newest output (of a file: its last 32 MiB), lines cut
+    at 64 KiB; what was left out is said on stderr. Only records that pass progress.schema.json are drawn.
+
     Example:
 
       ddpctl plot ddp -o ddp.png
@@ -122,5 +131,11 @@ def plot_cmd(
                 engine = False
         view = sources.docker_view(engine, name, tail=None) if engine else None
         views.append(view or sources.job_view(None, name))
-    plot.draw(views, output)
+    from ddpctl.joboutput.visible import visible
+
+    for view in views:
+        for note in view.notes:
+            err(visible(f"{view.job}: {note}"))
+    for note in plot.draw(views, output):
+        err(visible(note))
     err(f"wrote {output}")

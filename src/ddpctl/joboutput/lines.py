@@ -8,8 +8,9 @@ failure with one line naming the root-cause rank. Kept in step with ddp_train.la
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterable, Iterator
 
+from ddpctl.joboutput.visible import visible
 from ddpctl.local.restarts import retryable
 
 COLORS = ["\x1b[36m", "\x1b[33m", "\x1b[35m", "\x1b[32m", "\x1b[34m", "\x1b[31m"]
@@ -56,9 +57,11 @@ def prefix(node: int, width: int, color: bool, rank: int | None = None) -> str:
     return f"{COLORS[node % len(COLORS)]}{text}{RESET}" if color else text
 
 
-def format_line(node: int, line: str, width: int, color: bool) -> str:
+def format_line(node: int, line: str, width: int, color: bool, raw: bool = False) -> str:
+    """A node's output line as ``up`` and ``logs`` print it: its prefix, then the text with control characters
+    made visible (tabs kept), or as the job printed it with ``raw``."""
     rank, text = split_rank(line)
-    return prefix(node, width, color, rank) + text
+    return prefix(node, width, color, rank) + (text if raw else visible(text, tab=True))
 
 
 def label_width(nodes: int, world_size: int) -> int:
@@ -109,12 +112,75 @@ def parse_launch_failure(lines: list[str]) -> tuple[int, int, str, str] | None:
     return None
 
 
-def split_lines(chunks: Iterator[bytes]) -> Iterator[str]:
-    buf = b""
+MAX_LINE_BYTES = 64 * 1024  # a line longer than this is cut there, the rest counted and said in the line itself
+READ_SLICE = 1 << 20  # a chunk is split in slices of this many bytes: no step works on more at once
+
+
+class LineSplitter:
+    """Bytes in, lines out, in time linear in the bytes fed: what it holds is at most :data:`MAX_LINE_BYTES`
+    of the line being read. A longer line is cut at the cap and ends with ``[ddpctl: N more bytes of this line
+    not shown]``; :attr:`cut_lines` and :attr:`cut_bytes` count them. Invalid UTF-8 becomes U+FFFD, a line's
+    trailing CR is dropped; control characters stay (:mod:`ddpctl.joboutput.visible` shows them)."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+        self.max_line = max_line
+        self.read = 0  # bytes fed
+        self.lines = 0
+        self.cut_lines = 0
+        self.cut_bytes = 0
+        self._parts: list[bytes] = []
+        self._held = 0  # bytes in _parts
+        self._over = 0  # bytes of this line past the cap, not kept
+
+    def feed(self, chunk: bytes) -> Iterator[str]:
+        if len(chunk) <= READ_SLICE:
+            yield from self._feed(bytes(chunk))
+            return
+        for at in range(0, len(chunk), READ_SLICE):
+            yield from self._feed(bytes(chunk[at:at + READ_SLICE]))
+
+    def _feed(self, chunk: bytes) -> Iterator[str]:
+        self.read += len(chunk)
+        pieces = chunk.split(b"\n")  # one pass in C; a slice is at most READ_SLICE bytes
+        rest = pieces.pop()
+        for piece in pieces:
+            if self._parts or self._over or len(piece) > self.max_line:
+                self._hold(piece)
+                yield self._line()
+            else:
+                self.lines += 1
+                yield piece.rstrip(b"\r").decode("utf-8", "replace")
+        self._hold(rest)
+
+    def finish(self) -> Iterator[str]:
+        """The last line, when the output did not end with a newline."""
+        if self._parts or self._over:
+            yield self._line()
+
+    def _hold(self, piece: bytes) -> None:
+        take = max(0, min(self.max_line - self._held, len(piece)))
+        if take:
+            self._parts.append(piece[:take])
+            self._held += take
+        self._over += len(piece) - take
+
+    def _line(self) -> str:
+        data = b"".join(self._parts)
+        if self._over == 0:
+            data = data.rstrip(b"\r")
+        text = data.decode("utf-8", "replace")
+        if self._over:
+            self.cut_lines += 1
+            self.cut_bytes += self._over
+            text += f" [ddpctl: {self._over} more bytes of this line not shown]"
+        self._parts, self._held, self._over = [], 0, 0
+        self.lines += 1
+        return text
+
+
+def split_lines(chunks: Iterable[bytes], splitter: LineSplitter | None = None) -> Iterator[str]:
+    """The lines of a byte stream (see :class:`LineSplitter`; pass one to read its counts afterwards)."""
+    splitter = splitter or LineSplitter()
     for chunk in chunks:
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            yield line.decode("utf-8", "replace").rstrip("\r")
-    if buf:
-        yield buf.decode("utf-8", "replace").rstrip("\r")
+        yield from splitter.feed(chunk)
+    yield from splitter.finish()

@@ -4,9 +4,13 @@ never printed; without a terminal they are dropped, so the output is what it was
 
 from __future__ import annotations
 
+import math
 import time
 
 from ddpctl.joboutput import records as rec_mod
+from ddpctl.joboutput.visible import visible
+
+MAX_RANKS = 4096  # ranks the line follows; records of further ranks (a job inventing rank numbers) are left out
 
 
 def consume(live: LiveLine | None, text: str) -> bool:
@@ -37,15 +41,16 @@ class LiveLine:
             return None
 
     def update(self, rec: dict) -> None:
+        """Take one checked progress record (:func:`consume`); never raises on what the record says."""
         rank = rec.get("rank", 0)
+        if rank not in self.ranks and len(self.ranks) >= MAX_RANKS:
+            return
         rp = self.ranks.setdefault(rank, rec_mod.RankProgress(rank))
         rp.records = (rp.records + [rec])[-2:]
-        p = rec_mod.job_progress(self.ranks)
-        total = f"/{p['total']}" if p["total"] else ""
-        pct = f" ({p['percent']:.0f}%)" if p["percent"] is not None else ""
-        rate = f"{p['samples_per_sec']:,.0f} samples/s" if p["samples_per_sec"] is not None else "- samples/s"
-        self.text = (f"progress: step {p['step']}{total}{pct}, {rate}, ETA {rec_mod.format_eta(p['eta_s'])}, "
-                     f"{self.restarts} restart(s)")
+        try:
+            self.text = visible(describe(rec_mod.job_progress(self.ranks), self.restarts))
+        except (ArithmeticError, ValueError, TypeError, KeyError):  # a value no format takes: keep the last line
+            return
         now = time.monotonic()
         if now - self.last_draw >= 0.2:
             self.out.write("\r\x1b[K" + self.text)
@@ -63,3 +68,20 @@ class LiveLine:
             self.out.write("\r\x1b[K")
             self.out.flush()
             self.text = ""
+
+
+def _number(value, spec: str) -> str:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return format(value, spec) if ok else "-"
+
+
+def describe(p: dict | None, restarts: int) -> str:
+    """The live line's text from :func:`ddpctl.joboutput.records.job_progress`; ``-`` for a value it lacks or
+    that is not a finite number (NaN, infinity), a step below 0 shown as it is, with no percent."""
+    if not p:
+        return ""
+    total = f"/{p['total']}" if p.get("total") else ""
+    percent = p.get("percent")
+    pct = f" ({_number(percent, '.0f')}%)" if isinstance(percent, (int, float)) and percent >= 0 else ""
+    return (f"progress: step {p.get('step')}{total}{pct}, {_number(p.get('samples_per_sec'), ',.0f')} samples/s, "
+            f"ETA {rec_mod.format_eta(p.get('eta_s'))}, {restarts} restart(s)")

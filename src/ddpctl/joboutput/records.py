@@ -3,9 +3,11 @@ and what they say per rank: the newest step, the rate, the ETA. Pure: no I/O."""
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from dataclasses import dataclass, field
+
+from ddpctl.joboutput.record_check import Rejected, check
 
 RANK_PREFIX = re.compile(r"^rank-(\d+) \| ")
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z? ")
@@ -17,21 +19,18 @@ def strip_rank(text: str) -> str:
     return text[m.end():] if m else text
 
 
+def read_record(text: str) -> tuple[str, dict] | Rejected | None:
+    """(event, record) when ``text`` (one output line; a ``rank-N | `` prefix is skipped) is a valid progress
+    record or summary (:mod:`ddpctl.joboutput.record_check`); a :class:`Rejected` reason when it looks like one
+    and fails the check; None for any other line."""
+    return check(strip_rank(text).strip())
+
+
 def parse_event(text: str, event: str) -> dict | None:
-    """The JSON object of ``event`` ("progress", "summary") on one output line (a ``rank-N | `` prefix and a
-    Docker timestamp are skipped), else None."""
-    text = strip_rank(text).strip()
-    if not text.startswith("{") or f'"{event}"' not in text:
-        return None
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict) or obj.get("event") != event:
-        return None
-    if event == "progress" and not (isinstance(obj.get("step"), int) and isinstance(obj.get("rank", 0), int)):
-        return None
-    return obj
+    """The checked record of ``event`` ("progress", "summary") on one output line, else None (a line that
+    fails the check is no record)."""
+    found = read_record(text)
+    return found[1] if isinstance(found, tuple) and found[0] == event else None
 
 
 def is_record(text: str) -> bool:
@@ -56,7 +55,8 @@ def stamp_seconds(stamp: str) -> float | None:
 ETA_WINDOW = 10  # records a rank's rate (and so its ETA) is averaged over
 
 def _num(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return float(v) if ok else None
 
 
 @dataclass
@@ -100,7 +100,7 @@ class RankProgress:
         eta = self.eta_s(now)
         return {"rank": self.rank, "node": r.get("node"), "host": r.get("host"), "restart": r.get("restart", 0),
                 "step": r["step"], "total": total,
-                "percent": round(100.0 * r["step"] / total, 1) if total else None,
+                "percent": _percent(r["step"], total),
                 "epoch": r.get("epoch"), "samples_per_sec": _num(r.get("samples_per_sec")),
                 "step_time_s": self.step_time(), "loss": _num(r.get("loss")), "lr": _num(r.get("lr")),
                 "gpu_util": _num(r.get("gpu_util")), "gpu_mem_gb": _num(r.get("gpu_mem_gb")),
@@ -109,22 +109,47 @@ class RankProgress:
                 "time": r.get("time"), "records": len(self.records)}
 
 
+@dataclass
+class Collected:
+    """The records of some output lines: each rank's progress, the newest summary, and how many lines looked
+    like a record but failed the check (kept as plain lines; ``reason``: the first one's)."""
+
+    ranks: dict[int, RankProgress] = field(default_factory=dict)
+    summary: dict | None = None
+    rejected: int = 0
+    reason: str = ""
+
+    def note(self) -> str | None:
+        if not self.rejected:
+            return None
+        return (f"{self.rejected} line(s) looked like progress records or summaries but failed their schema "
+                f"(first: {self.reason}); shown as plain output by 'ddpctl logs', not used here")
+
+
+def collect_all(lines) -> Collected:
+    """The :class:`Collected` records of output lines (text, prefixes allowed), in output order."""
+    out = Collected()
+    for text in lines:
+        found = read_record(text)
+        if found is None:
+            continue
+        if isinstance(found, Rejected):
+            out.rejected += 1
+            out.reason = out.reason or found
+        elif found[0] == "progress":
+            rec = found[1]
+            out.ranks.setdefault(rec["rank"], RankProgress(rec["rank"])).records.append(rec)
+        else:
+            out.summary = found[1]
+    for rp in out.ranks.values():  # several sources (attempts, nodes) may interleave: time order within a rank
+        rp.records.sort(key=lambda r: (r.get("restart", 0), r.get("time") or 0.0))
+    return out
+
+
 def collect(lines) -> tuple[dict[int, RankProgress], dict | None]:
     """(rank -> progress, the newest summary) from output lines (text, prefixes allowed), in output order."""
-    ranks: dict[int, RankProgress] = {}
-    summary = None
-    for text in lines:
-        rec = parse_event(text, "progress")
-        if rec is not None:
-            rank = rec.get("rank", 0)
-            ranks.setdefault(rank, RankProgress(rank)).records.append(rec)
-            continue
-        s = parse_event(text, "summary")
-        if s is not None:
-            summary = s
-    for rp in ranks.values():  # several sources (attempts, nodes) may interleave: time order within a rank
-        rp.records.sort(key=lambda r: (r.get("restart", 0), r.get("time") or 0.0))
-    return ranks, summary
+    found = collect_all(lines)
+    return found.ranks, found.summary
 
 
 def job_progress(ranks: dict[int, RankProgress], now: float | None = None) -> dict | None:
@@ -139,10 +164,15 @@ def job_progress(ranks: dict[int, RankProgress], now: float | None = None) -> di
     etas = [r["eta_s"] for r in rows if r["eta_s"] is not None]
     ckpts = [r["checkpoint"] for r in rows if r["checkpoint"]]
     ckpt = max(ckpts, key=lambda c: (c.get("step", -1), c.get("path") is not None)) if ckpts else None
-    return {"step": step, "total": total, "percent": round(100.0 * step / total, 1) if total else None,
+    return {"step": step, "total": total, "percent": _percent(step, total),
             "samples_per_sec": rates[len(rates) // 2] if rates else None, "eta_s": max(etas) if etas else None,
             "loss": _mean([r["loss"] for r in rows]), "checkpoint": ckpt,
             "restart": max(r["restart"] or 0 for r in rows), "slowest_rank": slowest(rows)}
+
+
+def _percent(step, total) -> float | None:
+    """step/total in percent; None without a total or for a step below 0 (never "-50.0%")."""
+    return round(100.0 * step / total, 1) if total and total > 0 and step >= 0 else None
 
 
 def _mean(values):
@@ -162,9 +192,20 @@ def slowest(rows: list[dict]) -> int | None:
 
 
 def format_eta(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
         return "-"
     s = int(round(seconds))
     h, rem = divmod(s, 3600)
     m, s = divmod(rem, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def json_safe(value):
+    """``value`` with every NaN or infinite float made None, so ``json.dumps(..., allow_nan=False)`` holds."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

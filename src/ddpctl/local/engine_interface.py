@@ -123,7 +123,10 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def logs(self, cid: str, *, follow: bool = False, tail: int | None = None, since: float | None = None,
-             timestamps: bool = False) -> Iterator[bytes]: ...
+             timestamps: bool = False) -> Iterator[bytes]:
+        """The container's output as the engine streams it, in chunks of any size (never the whole log in one:
+        readers bound what they keep, ddpctl.joboutput.reading); an iterator with ``close()`` is closed by a
+        reader that stops early."""
 
     @abc.abstractmethod
     def wait(self, cid: str) -> int: ...

@@ -1,4 +1,5 @@
-"""Schemas bundled with ddpctl (see SOURCES.md beside this file): the Compose spec and the Kubeflow CRDs.
+"""Schemas bundled with ddpctl (see SOURCES.md beside this file): the Compose spec, the Kubeflow CRDs and copies
+of ddp_train's progress record and summary schemas.
 
 Read at run time by the validator and by the tests; nothing outside the installed package is consulted.
 """
@@ -11,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 COMPOSE = "compose-spec.json"
+RECORD_FILES = {"progress": "progress.schema.json", "summary": "summary.schema.json"}  # copies of ddp_train's
 CRD_FILES = {
     "PyTorchJob": "kubeflow.org_pytorchjobs.yaml",  # Kubeflow Training Operator v1.9.4
     "TrainJob": "trainer.kubeflow.org_trainjobs.yaml",  # Kubeflow Trainer v2.3.0
@@ -43,3 +45,9 @@ def crd_schema(kind: str) -> dict[str, Any]:
     if len(versions) != 1:
         raise ValueError(f"{CRD_FILES[kind]}: expected one served storage version, found {len(versions)}")
     return versions[0]["schema"]["openAPIV3Schema"]
+
+
+@functools.lru_cache(maxsize=None)
+def record_schema(event: str) -> dict[str, Any]:
+    """The schema of a job's ``progress`` record or ``summary`` line (a copy of ddp_train's)."""
+    return json.loads(read_text(RECORD_FILES[event]))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ddpctl.errors import UsageError
 from ddpctl.joboutput import records as rec_mod
+from ddpctl.joboutput.visible import visible
 from ddpctl.watch.status import JobView
 
 
@@ -22,13 +23,24 @@ def _pyplot():
     return plt
 
 
-def draw(views: list[JobView], output: Path) -> None:
-    data = []
+MAX_RANKS = 64  # ranks drawn per job: the lowest ones (the records of more are left out, and that is said)
+
+
+def draw(views: list[JobView], output: Path) -> list[str]:
+    """Write the PNG; returns the notes to print (records that failed their schema, ranks left out)."""
+    data, notes = [], []
     for v in views:
-        ranks, _ = rec_mod.collect(v.lines)
+        found = rec_mod.collect_all(v.lines)
+        ranks = found.ranks
         if not ranks:
-            raise UsageError(f"{v.job}: no progress records to plot",
+            raise UsageError(f"{visible(v.job)}: no progress records to plot",
                              "plot a job whose program writes them (ddp-train does; see ddp_train.progress)")
+        if found.rejected:
+            notes.append(f"{v.job}: {found.note()}")
+        if len(ranks) > MAX_RANKS:
+            notes.append(f"{v.job}: drew ranks {min(ranks)} to {sorted(ranks)[MAX_RANKS - 1]} of {len(ranks)} ranks "
+                         f"with records (at most {MAX_RANKS})")
+            ranks = {r: ranks[r] for r in sorted(ranks)[:MAX_RANKS]}
         data.append((v, ranks))
     if output.suffix.lower() != ".png":
         raise UsageError(f"--output {output} is not a .png file", "pass e.g. -o progress.png")
@@ -55,14 +67,14 @@ def draw(views: list[JobView], output: Path) -> None:
                     loss_ax.plot(*zip(*loss, strict=True), color=color, lw=1.2, marker=".", ms=3, label=label)
                 if rate:
                     rate_ax.plot(*zip(*rate, strict=True), color=color, lw=1.2, marker=".", ms=3, label=label)
-        for n, step in sorted(restarts.items()):
+        for n, step in sorted(restarts.items())[:MAX_RANKS]:  # as many restart marks as ranks, at most
             if n == 0:
                 continue
             for ax in (loss_ax, rate_ax):
                 ax.axvline(step, color="0.4", ls="--", lw=1)
             loss_ax.annotate(f"restart {n}", (step, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
                              textcoords="offset points", fontsize=8, color="0.3")
-        loss_ax.set_title(view.job + (f" ({view.result})" if view.result else ""), fontsize=10)
+        loss_ax.set_title(plain_text(view.job + (f" ({view.result})" if view.result else "")), fontsize=10)
         loss_ax.set_ylabel("loss")
         rate_ax.set_ylabel("samples/s")
         rate_ax.set_xlabel("step")
@@ -73,7 +85,13 @@ def draw(views: list[JobView], output: Path) -> None:
     fig.tight_layout()
     try:
         fig.savefig(output, dpi=110)
+        return notes
     except OSError as exc:
         raise UsageError(f"cannot write {output} ({exc.strerror or exc})", "pass a writable --output") from None
     finally:
         plt.close(fig)
+
+
+def plain_text(text: str) -> str:
+    """A job-provided title as matplotlib should draw it: control characters visible, ``$`` not math."""
+    return visible(text).replace("$", "\\$")

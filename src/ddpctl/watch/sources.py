@@ -16,12 +16,13 @@ from ddpctl.joboutput import kept_output, tensorboard
 from ddpctl.joboutput.records import stamp_seconds
 from ddpctl.watch.status import JobView, NodeView
 
-STATUS_TAIL = 5000  # lines of each node's live output status reads (plot reads all)
+STATUS_TAIL = 5000  # lines of each node's live output status and ps read (plot: all, within the bounds)
+FILE_READ_BYTES = 32 * 2**20  # of a Slurm output file or a file given to plot: its last this many bytes
 
 
 def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView | None:
     """A job that has containers on ``engine``; None when it has none."""
-    from ddpctl.joboutput.lines import split_lines
+    from ddpctl.joboutput.reading import NodeOutput, read_node
     from ddpctl.launch import job_label
 
     found = [c for c in engine.containers(label=job_label(job)) if c.labels.get(kept_output.LABEL_NODE, "").isdigit()]
@@ -34,22 +35,25 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
         view.lines += kept.texts(attempts=range(attempt))
     from concurrent.futures import ThreadPoolExecutor
 
-    def read(c) -> list[str]:
+    def read(c) -> NodeOutput:
         try:
-            return list(split_lines(engine.logs(c.id, tail=tail, timestamps=True)))
+            return read_node(engine, c.id, tail=tail)
         except Exception:  # noqa: BLE001 - removed meanwhile ('ddpctl down', a restart): no lines
-            return []
+            return NodeOutput()
 
     found.sort(key=lambda c: int(c.labels[kept_output.LABEL_NODE]))
     view.tensorboard = tensorboard.locate(next(c for c in found if kept_output.attempt_of(c.labels) == attempt))
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:  # one request per node, side by side
         outputs = list(pool.map(read, found))
-    for c, lines in zip(found, outputs, strict=True):
+    for c, output in zip(found, outputs, strict=True):
         last = None
-        for line in lines:
+        for line in output.lines:
             stamp, _, text = line.partition(" ")
             view.lines.append(text)
             last = stamp
+        note = output.note(int(c.labels[kept_output.LABEL_NODE]))
+        if note:
+            view.notes.append(note)
         view.nodes.append(NodeView(int(c.labels[kept_output.LABEL_NODE]), c.state, c.exit_code, attempt, c.name, c.host,
                                    stamp_seconds(last) if last else None))
     return view
@@ -107,7 +111,7 @@ def slurm_view(job_id: str, directory: Path) -> JobView:
     if path is None and not fields:
         raise UsageError(f"Slurm job {job_id}: scontrol does not know it and {directory} has no *{job_id}*.out",
                          "run status in the job's submit directory, or pass --dir DIR")
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path else []
+    lines, note = read_file_tail(path) if path else ([], None)
     state = fields.get("JobState", "").lower() or "exited"
     code = fields.get("ExitCode", "")
     exit_code = int(code.split(":")[0]) if code.split(":")[0].isdigit() else None
@@ -116,7 +120,8 @@ def slurm_view(job_id: str, directory: Path) -> JobView:
     mtime = os.path.getmtime(path) if path else None
     running = state in ("running", "completing", "pending", "configuring", "requeued")
     view = JobView(fields.get("JobName") or f"slurm-{job_id}", "slurm", lines=lines, restarts=restarts,
-                   state="running" if running else state, kept=str(path) if path else None)
+                   state="running" if running else state, kept=str(path) if path else None,
+                   notes=[note] if note else [])
     if not running:
         view.result = "succeeded" if state == "completed" and exit_code == 0 else "failed"
     for n in range(nodes):
@@ -138,8 +143,32 @@ def file_view(path: Path) -> JobView:
                              f"{kept_output.root()}, or a file with progress records")
         return kept_view(kept)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        found, note = read_file_tail(path)
     except OSError as exc:
         raise UsageError(f"cannot read {path} ({exc.strerror or exc})", "pass a job name or a readable file") from None
-    lines = [ln.partition(" ")[2] if stamp_seconds(ln.partition(" ")[0]) else ln for ln in text.splitlines()]
-    return JobView(path.name, "files", lines=lines, state="exited")
+    lines = [ln.partition(" ")[2] if stamp_seconds(ln.partition(" ")[0]) else ln for ln in found]
+    return JobView(path.name, "files", lines=lines, state="exited", notes=[note] if note else [])
+
+
+def read_file_tail(path: Path, limit: int = FILE_READ_BYTES) -> tuple[list[str], str | None]:
+    """The lines of the last ``limit`` bytes of a file (the first, partial one dropped when it was cut), and a
+    note saying what was left out (None when nothing was)."""
+    from ddpctl.joboutput.reading import NODE_READ_LINES, read_chunks
+
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - limit))
+
+        def chunks():
+            while chunk := f.read(1 << 20):
+                yield chunk
+
+        out = read_chunks(chunks(), limit=limit + 1, max_lines=NODE_READ_LINES, newest=True)
+    if size > limit and out.lines and not out.stopped:
+        out.lines.pop(0)  # the first line read began before the part read
+    said = [f"read only its last {limit // 2**20} MiB of {size:,} bytes"] if size > limit else []
+    if out.stopped:
+        said.append(f"kept only its last {len(out.lines):,} lines")
+    if out.cut_lines:
+        said.append(f"{out.cut_lines} line(s) over 64 KiB cut there ({out.cut_bytes:,} bytes not shown)")
+    return out.lines, (f"{path.name}: " + "; ".join(said)) if said else None

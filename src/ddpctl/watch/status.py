@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ddpctl.joboutput import records as rec_mod
 from ddpctl.joboutput import tensorboard
+from ddpctl.joboutput.visible import visible
 
 
 @dataclass
@@ -32,10 +33,13 @@ class JobView:
     result: str | None = None
     kept: str | None = None  # the folder its output is kept in
     tensorboard: dict | None = None  # where its TensorBoard event files are (ddpctl.joboutput.tensorboard)
+    notes: list[str] = field(default_factory=list)  # what a bounded read left out (ddpctl.joboutput.reading)
 
 
 def build(view: JobView, now: float) -> dict:
-    ranks, summary = rec_mod.collect(view.lines)
+    """The status dict (``status --json``): plain data, every float finite (strict JSON)."""
+    found = rec_mod.collect_all(view.lines)
+    ranks, summary = found.ranks, found.summary
     rows = [rp.to_dict(now) for rp in sorted(ranks.values(), key=lambda r: r.rank)]
     slow = rec_mod.slowest(rows)
     for r in rows:
@@ -52,9 +56,11 @@ def build(view: JobView, now: float) -> dict:
         result = "succeeded" if all(c == 0 for c in codes) else "failed"
     if summary is not None and prog is not None and result == "succeeded":
         prog["eta_s"] = 0.0
-    return {"job": view.job, "source": view.source, "state": state, "result": result,
-            "restarts": view.restarts, "nodes": nodes, "ranks": rows, "progress": prog,
-            "records_seen": bool(rows), "summary": summary, "kept": view.kept, "tensorboard": view.tensorboard}
+    notes = list(view.notes) + ([found.note()] if found.rejected else [])
+    return rec_mod.json_safe({"job": view.job, "source": view.source, "state": state, "result": result,
+                              "restarts": view.restarts, "nodes": nodes, "ranks": rows, "progress": prog,
+                              "records_seen": bool(rows), "records_rejected": found.rejected, "summary": summary,
+                              "kept": view.kept, "tensorboard": view.tensorboard, "notes": notes})
 
 
 def _state(nodes: list[NodeView]) -> str:
@@ -71,7 +77,12 @@ def _fmt(v, spec: str = "", none: str = "-") -> str:
 
 
 def text(st: dict) -> list[str]:
-    """The status as lines: a job line, the node table, the rank table (or why there is none)."""
+    """The status as lines: a job line, the node table, the rank table (or why there is none), then what the
+    read left out. Every character a job chose is shown as printable text (:mod:`ddpctl.joboutput.visible`)."""
+    return [visible(line) for line in _text(st) + list(st.get("notes") or [])]
+
+
+def _text(st: dict) -> list[str]:
     p = st["progress"]
     head = f"job {st['job']}: {st['state']}"
     if st["result"]:
@@ -122,6 +133,7 @@ def _age(seconds: float) -> str:
 
 
 def _table(rows: list[tuple]) -> list[str]:
+    rows = [tuple(visible(c) for c in r) for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
@@ -133,4 +145,4 @@ def progress_cell(st: dict) -> str:
         return "-"
     total = f"/{p['total']}" if p["total"] else ""
     tail = f" ETA {rec_mod.format_eta(p['eta_s'])}" if st["state"] == "running" else ""
-    return f"{p['step']}{total}{tail}"
+    return visible(f"{p['step']}{total}{tail}")

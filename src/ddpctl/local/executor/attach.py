@@ -7,7 +7,6 @@ node's launcher said is read back by :func:`job_root_cause` and put in one line 
 
 from __future__ import annotations
 
-import json
 import queue
 import re
 import shlex
@@ -29,6 +28,8 @@ from ddpctl.joboutput.lines import (
     split_lines,
     split_rank,
 )
+from ddpctl.joboutput.records import read_record
+from ddpctl.joboutput.visible import visible
 from ddpctl.local.engine_interface import ContainerInfo, Engine
 from ddpctl.local.executor.common import Say, say_nothing
 from ddpctl.local.executor.create import Job
@@ -76,18 +77,16 @@ class Outcome:
     summary: dict | None = None  # ddp-train's summary record (rank 0's last stdout line), when it printed one
 
 
-_STEP = (re.compile(r"\(global (\d+)\)"), re.compile(r"\bat (?:epoch \d+ )?step (\d+)\b"))
-SUMMARY_START = '{"event": "summary"'
-
-
+_STEP = (re.compile(r"\(global (\d{1,15})\)"), re.compile(r"\bat (?:epoch \d+ )?step (\d{1,15})\b"))
 def read_line(outcome: Outcome, text: str) -> None:
-    """What a node's line tells about the run: the step it reached, ddp-train's summary record."""
-    if text.startswith(SUMMARY_START):
-        try:
-            outcome.summary = json.loads(text)
-        except ValueError:
-            pass
-        return
+    """What a node's line tells about the run: the step it reached, ddp-train's summary record (one that
+    passes summary.schema.json: ddpctl.joboutput.record_check)."""
+    if text.startswith("{"):
+        found = read_record(text)
+        if isinstance(found, tuple):
+            if found[0] == "summary":
+                outcome.summary = found[1]
+            return
     for pattern in _STEP:
         m = pattern.search(text)
         if m:
@@ -281,7 +280,7 @@ def failure_message(job: str, rank: int, code: int, info: ContainerInfo | None,
     why = " (OOM-killed)" if info and info.oom_killed else " (killed)" if code == 137 else ""
     text = f"node {rank} ({name}) of job {job} exited with code {code}{why}"
     if cause is not None and cause.rank is not None:
-        last = cause.last_line or "(no error output)"
+        last = visible(cause.last_line) if cause.last_line else "(no error output)"
         text = f"node {rank} ({name}) of job {job} failed: rank {cause.rank} exited with code {code}{why}: {last}"
     exc = JobFailed(text, f"see '{shlex.join(['ddpctl', 'logs', job, '--node', str(rank)])}'; remove the job with "
                                f"'{shlex.join(['ddpctl', 'down', job])}'")
