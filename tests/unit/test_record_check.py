@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from job_records import summary, summary_line
 
 from ddpctl import schemas
 from ddpctl.joboutput import record_check, records
+from job_records import summary, summary_line
 
 GOOD = {"event": "progress", "version": 1, "time": 1.7e9, "step": 10, "total": 100, "rank": 1, "world_size": 2,
         "restart": 0, "loss": 0.5, "samples_per_sec": 10.0, "host": "h", "node": 0,

@@ -82,9 +82,13 @@ def draw(views: list[JobView], output: Path) -> list[str]:
             ax.grid(alpha=0.3)
         if len(ranks) <= 16:
             loss_ax.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
+    import warnings
+
     try:
-        fig.savefig(output, dpi=110)
+        with warnings.catch_warnings():  # a job's title in a script the font lacks: drawn as boxes, not a warning
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
+            fig.tight_layout()
+            fig.savefig(output, dpi=110)
         return notes
     except OSError as exc:
         raise UsageError(f"cannot write {output} ({exc.strerror or exc})", "pass a writable --output") from None
