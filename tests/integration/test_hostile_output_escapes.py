@@ -38,8 +38,10 @@ def _wait_for(job: str, needle: str, timeout: float = 120) -> str:
     raise AssertionError(f"timed out waiting for {needle!r} in the job's output")
 
 
-def test_escapes_a_job_prints_are_shown_as_text_and_logs_raw_gives_the_bytes(engine, cpu_image, job_name):
-    ddpctl("up", "--name", job_name, "--image", cpu_image, "-d", "--", "python", "-c", SCRIPT, check=True)
+def test_escapes_a_job_prints_are_shown_as_text_and_logs_raw_gives_the_bytes(engine, cpu_image, job_name, tmp_path):
+    (tmp_path / "escapes.py").write_text(SCRIPT)
+    ddpctl("up", "--name", job_name, "--image", cpu_image, "--workdir", ".", "-d", "--", "python", "escapes.py",
+           cwd=tmp_path, check=True)
     raw = _wait_for(job_name, "evil")
     # --raw: the bytes as the job printed them, escapes included
     assert "plain \x1b[31mred\x1b[0m and \x1b]52;c;aGk=\x07 and \u202eevil" in raw

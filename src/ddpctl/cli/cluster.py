@@ -154,7 +154,12 @@ def logs(
                       records=records, color=stdout_color(sys.stdout), say=err, raw=raw)  # what ddpctl.Job.logs() yields
     try:
         for line in lines:
-            typer.echo(line)
+            if raw:  # as printed: typer.echo would strip some escapes (CSI) when stdout is no terminal
+                sys.stdout.write(line + "\n")
+                if follow:
+                    sys.stdout.flush()
+            else:
+                typer.echo(line)
     except KeyboardInterrupt:
         if not follow:
             raise
