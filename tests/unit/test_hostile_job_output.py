@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from ddpctl.errors import UsageError
 from ddpctl.joboutput import lines as lines_mod
-from ddpctl.joboutput import live
+from ddpctl.joboutput import live, reading
 from ddpctl.joboutput.visible import has_control
 from ddpctl.watch import plot, status
 from job_records import summary
@@ -138,3 +138,32 @@ def test_hostile_output_is_plotted_or_refused_in_one_line(data, name):
             return
         assert (Path(tmp) / "p.png").stat().st_size > 0
         assert not any(has_control(n.replace(name, "")) for n in notes)
+
+
+class ManyLines:
+    """engine.logs over a job that printed ``n`` lines (a record every 1000th), made as they are asked for: the
+    job's output is never held here, so what the reader holds is what it kept."""
+
+    def __init__(self, n: int):
+        self.n, self.asked = n, []
+
+    def logs(self, cid, *, tail=None, timestamps=False, **_):
+        self.asked.append(tail)
+        start = 0 if tail is None else max(0, self.n - tail)
+
+        def chunks():
+            for first in range(start, self.n, 10_000):
+                yield b"".join(json.dumps({**GOOD, "step": i}).encode() + b"\n" if i % 1000 == 0 else
+                               b"line %d \x1b[2J\n" % i for i in range(first, min(self.n, first + 10_000)))
+        return chunks()
+
+
+def test_millions_of_lines_are_read_within_the_bounds_and_the_newest_records_win():
+    engine = ManyLines(3_000_000)
+    out = reading.read_node(engine, "c", tail=None)
+    assert engine.asked == [None, 100_000] and len(out.lines) == 100_000 and not out.stopped
+    st_dict = status.build(status.JobView("j", "docker", lines=out.lines, state="running"), now=1.7e9)
+    assert st_dict["progress"]["step"] == 2_999_000 and st_dict["notes"] == []
+    assert not any(has_control(line) for line in status.text(st_dict))
+    first = reading.read_chunks(ManyLines(3_000_000).logs("c"), limit=reading.NODE_READ_BYTES)
+    assert first.stopped and "read only the first 200,000 lines" in first.note(0)

@@ -69,7 +69,7 @@ def test_a_read_stops_at_its_bound_closes_the_stream_and_says_so():
     s = Stream([b"a\n" * 10] * 100)
     out = reading.read_chunks(s, limit=50, max_lines=10**6)
     assert out.stopped and s.closed and out.read == 60 and s.taken < 10
-    assert "read only its newest 30 lines" in out.note(2) and out.note(2).startswith("node 2: ")
+    assert "read only the first 30 lines (60 bytes) of its output" in out.note(2) and out.note(2).startswith("node 2: ")
     full = reading.read_chunks(Stream([b"a\nb"]), limit=50)
     assert full.lines == ["a", "b"] and not full.stopped and full.note(0) is None
 

@@ -46,7 +46,8 @@ def up(**kw) -> None:
     Attached by default: every line prefixed with its node and global rank ('node-1 rank-3 | ...'), the
     first failure ends with one line naming its node, rank, exit code and last error line; Ctrl-C (or
     closing stdout, as '| head' does) stops the job and removes it. With -d it returns at once; use
-    'ddpctl logs' / 'ddpctl ps' / 'ddpctl down'.
+    'ddpctl logs' / 'ddpctl ps' / 'ddpctl down'. Control characters in the job's lines (terminal escapes)
+    are shown as text such as \\x1b, as 'ddpctl logs' shows them ('ddpctl logs --raw' gives them as printed).
 
     With --max-restarts N (attached only) a node that dies with a retryable exit code (>= 128: killed,
     OOM-killed, lost peer) restarts the whole job, up to N times, each restart one line on stderr; every

@@ -26,7 +26,7 @@ LINES_WHEN_ALL = 100_000  # the first tail tried after a read of a whole output 
 
 
 def _mib(n: int) -> str:
-    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
 
 LIMITS_TEXT = (f"at most {_mib(NODE_READ_BYTES)} or {NODE_READ_LINES:,} lines of each node's newest output "
@@ -48,8 +48,9 @@ class NodeOutput:
         """One line saying what was left out, or None when nothing was."""
         said = []
         if self.stopped:
-            said.append(f"read only its newest {len(self.lines):,} lines ({_mib(self.read)}; "
-                        f"the bound is {LIMITS_TEXT})")
+            window = "its output" if self.tail is None else f"its last {self.tail:,} lines"
+            said.append(f"read only the first {len(self.lines):,} lines ({_mib(self.read)}) of {window} "
+                        f"(the bound: {LIMITS_TEXT})")
         if self.cut_lines:
             said.append(f"{self.cut_lines} line(s) over {_mib(MAX_LINE_BYTES)} cut there "
                         f"({self.cut_bytes:,} bytes not shown)")
