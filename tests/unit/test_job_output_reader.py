@@ -105,3 +105,13 @@ def test_control_characters_are_shown_as_text(text, shown):
 
 def test_tabs_can_stay_and_non_text_values_are_shown_too():
     assert visible("a\tb\x1b", tab=True) == "a\tb\\x1b" and visible(7) == "7" and visible(None) == "None"
+
+
+def test_the_live_line_text_never_fails_on_nan_infinity_or_a_negative_step():
+    from ddpctl.joboutput import live
+
+    nan, inf = float("nan"), float("inf")
+    text = live.describe({"step": 5, "total": 10, "percent": nan, "samples_per_sec": inf, "eta_s": nan}, 1)
+    assert text == "progress: step 5/10, - samples/s, ETA -, 1 restart(s)"
+    text = live.describe({"step": -5, "total": 10, "percent": -50.0, "samples_per_sec": None, "eta_s": -inf}, 0)
+    assert "-50" not in text and "ETA -" in text

@@ -78,13 +78,22 @@ def _ps_kept(job, live: set, shown: bool) -> None:
     now = time.time()
     for k in kept:
         m = k.meta
-        rate = m.get("final_samples_per_sec")
-        ended = m.get("ended")
-        table.append((m.get("job", k.folder.name), m.get("result") or "-", str(m.get("nodes", "-")),
+        ended = _finite(m.get("ended"))
+        duration = _finite(m.get("duration_s"))
+        rate = _finite(m.get("final_samples_per_sec"))
+        table.append((str(m.get("job", k.folder.name)), str(m.get("result") or "-"), str(m.get("nodes", "-")),
                       str(m.get("restarts", 0)), "-" if not ended else _ago(now - ended) + " ago",
-                      "-" if m.get("duration_s") is None else f"{m['duration_s']:.0f}s",
+                      "-" if duration is None else f"{duration:.0f}s",
                       "-" if rate is None else f"{rate:,.1f}", str(k.folder)))
     _print_table(table)
+
+
+def _finite(value) -> float | None:
+    """A number from kept metadata (a file that may be old or edited): a finite one, else None."""
+    import math
+
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok and abs(value) < 1e15 else None
 
 
 def _ago(seconds: float) -> str:
