@@ -65,3 +65,61 @@ def test_escapes_a_job_prints_are_shown_as_text_and_logs_raw_gives_the_bytes(eng
     ddpctl("down", job_name, check=True)
     gone = ddpctl("status", job_name, check=True).stdout
     assert "(/c/\\x1b[2J\\x1b]52;c;aGk=\\x07ck)" in gone and not has_control(gone.replace("\n", ""))
+
+
+LIVE_SCRIPT = r'''
+import json, time
+base = {"event": "progress", "version": 1, "step": 1, "total": 4, "rank": 0, "world_size": 1, "restart": 0,
+        "samples_per_sec": 5.0}
+print(json.dumps({**base, "time": time.time()}), flush=True)
+time.sleep(0.5)
+print(json.dumps({**base, "time": time.time(), "step": 2, "samples_per_sec": float("nan"),
+                  "step_time_s": float("inf")}), flush=True)
+print(json.dumps({**base, "time": time.time() + 1e17, "step": 3, "samples_per_sec": 1e18, "step_time_s": 1e18}),
+      flush=True)
+print('{"event": "progress", "step": -50, "total": 100}', flush=True)
+print("done \x1b]0;owned\x07 \x1b[2J", flush=True)
+'''
+
+
+class OnPty:
+    """An attached ``ddpctl up`` on a pseudo-terminal (its stdout and stderr), its output collected."""
+
+    def __init__(self, args: list[str], cwd):
+        import pty
+        import threading
+
+        master, slave = pty.openpty()
+        self.proc = subprocess.Popen([DDPCTL, "up", *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                                     cwd=cwd, env=dict(os.environ, NO_COLOR="1"), start_new_session=True)
+        os.close(slave)
+        self.master, self.chunks = master, []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.chunks.append(data)
+
+
+def test_an_attached_up_on_a_terminal_outlives_nan_and_infinite_records(engine, cpu_image, job_name, tmp_path):
+    (tmp_path / "live.py").write_text(LIVE_SCRIPT)
+    run = OnPty(["--name", job_name, "--image", cpu_image, "--workdir", ".", "--", "python", "live.py"], tmp_path)
+    try:
+        code = run.proc.wait(timeout=180)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    time.sleep(0.3)
+    out = b"".join(run.chunks).decode("utf-8", "replace")
+    assert code == 0, out[-3000:]
+    assert "Traceback" not in out and "progress: step 1/4 (25%)" in out
+    assert "done \\x1b]0;owned\\x07 \\x1b[2J" in out and "-50" not in out.replace('"step": -50', "")
+    # ddpctl's own redraw of the live line is the only escape on the terminal
+    assert not has_control(out.replace("\r\x1b[K", "").replace("\r\n", "").replace("\n", ""))
+    assert not [c for c in engine.containers.list(filters={"label": f"ddpctl.job={job_name}"})]  # none running
