@@ -45,7 +45,10 @@ class _Bad(ValueError):
 def _int(text: str) -> int:
     if len(text) > MAX_NUMBER_CHARS:
         raise _Bad("a number of more than 32 characters")
-    return int(text)
+    value = int(text)
+    if abs(value) > MAX_INT:
+        raise _Bad("an integer beyond 2**53")
+    return value
 
 
 def _float(text: str) -> float:
@@ -62,35 +65,33 @@ def _constant(text: str) -> Any:
 
 
 def _bounded(obj: Any) -> str | None:
-    """Why ``obj`` (parsed JSON) is outside the bounds, or None. Iterative: no recursion on deep input."""
+    """Why ``obj`` (parsed JSON) is outside the bounds, or None. Iterative: no recursion on deep input. Numbers
+    were bounded while parsing (:func:`_int`, :func:`_float`); checked again here for values built otherwise."""
     stack = [(obj, 1)]
     seen = 0
     while stack:
         value, depth = stack.pop()
-        seen += 1
+        if depth > MAX_DEPTH:
+            return f"nested more than {MAX_DEPTH} deep"
+        items = value.items() if type(value) is dict else enumerate(value)
+        for key, item in items:
+            seen += 1
+            if type(key) is str and len(key) > MAX_STRING:
+                return f"a key of more than {MAX_STRING} characters"
+            t = type(item)
+            if t is str:
+                if len(item) > MAX_STRING:
+                    return f"a string of more than {MAX_STRING} characters"
+            elif t is dict or t is list:
+                stack.append((item, depth + 1))
+            elif t is int:
+                if abs(item) > MAX_INT:
+                    return "an integer beyond 2**53"
+            elif t is float:
+                if not math.isfinite(item) or abs(item) > MAX_FLOAT:
+                    return "a number out of range"
         if seen > MAX_VALUES:
             return f"more than {MAX_VALUES} values"
-        if isinstance(value, str):
-            if len(value) > MAX_STRING:
-                return f"a string of more than {MAX_STRING} characters"
-        elif isinstance(value, bool) or value is None:
-            continue
-        elif isinstance(value, int):
-            if abs(value) > MAX_INT:
-                return "an integer beyond 2**53"
-        elif isinstance(value, float):
-            if not math.isfinite(value) or abs(value) > MAX_FLOAT:
-                return "a number out of range"
-        elif isinstance(value, (dict, list)):
-            if depth > MAX_DEPTH:
-                return f"nested more than {MAX_DEPTH} deep"
-            if isinstance(value, dict):
-                for k, v in value.items():
-                    if len(k) > MAX_STRING:
-                        return f"a key of more than {MAX_STRING} characters"
-                    stack.append((v, depth + 1))
-            else:
-                stack.extend((v, depth + 1) for v in value)
     return None
 
 
@@ -126,14 +127,27 @@ def check(text: str) -> tuple[str, dict] | Rejected | None:
 
 def _integers(obj: dict, schema: dict) -> None:
     """Integer fields written as 1.0 become 1 (the schema allows it; ddpctl's arithmetic and text want ints)."""
-    for key, sub in (schema.get("properties") or {}).items():
-        value = obj.get(key)
-        if type(value) is float:
-            types = sub.get("type")
-            if "integer" in (types if isinstance(types, list) else [types]):
-                obj[key] = int(value)
-        elif type(value) is dict and isinstance(sub.get("properties"), dict):
-            _integers(value, sub)
+    ints, nested = _integer_keys(id(schema), schema)
+    for key in ints:
+        if type(obj.get(key)) is float:
+            obj[key] = int(obj[key])
+    for key, sub in nested:
+        if type(obj.get(key)) is dict:
+            _integers(obj[key], sub)
+
+
+_INTEGER_KEYS: dict = {}
+
+
+def _integer_keys(key: int, schema: dict) -> tuple[list[str], list[tuple[str, dict]]]:
+    found = _INTEGER_KEYS.get(key)
+    if found is None:
+        props = schema.get("properties") or {}
+        ints = [k for k, sub in props.items()
+                if "integer" in (sub.get("type") if isinstance(sub.get("type"), list) else [sub.get("type")])]
+        nested = [(k, sub) for k, sub in props.items() if isinstance(sub.get("properties"), dict)]
+        found = _INTEGER_KEYS[key] = (ints, nested)
+    return found
 
 
 def _schema(event: str) -> dict:
@@ -177,19 +191,22 @@ def _compile(schema: Any):
     enum = schema.get("enum")
     low, high = schema.get("minimum"), schema.get("maximum")
 
+    numeric = low is not None or high is not None
+
     def run(value: Any) -> str | None:
-        if types is not None and not _type_ok(value, types):
-            return f"must be {' or '.join(sorted(types))}, got {_JSON_TYPE.get(type(value), 'other')}"
-        if has_const and (value != const or type(value) is not type(const)):
+        t = type(value)
+        if types is not None and _JSON_TYPE.get(t) not in types and not _type_ok(value, types):
+            return f"must be {' or '.join(sorted(types))}, got {_JSON_TYPE.get(t, 'other')}"
+        if has_const and (value != const or t is not type(const)):
             return f"must be {const!r}"
-        if enum is not None and not any(value == e and type(value) is type(e) for e in enum):
+        if enum is not None and not any(value == e and t is type(e) for e in enum):
             return "must be one of " + ", ".join(map(str, enum))
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if numeric and (t is int or t is float):
             if low is not None and value < low:
                 return f"must be at least {low}, got {value}"
             if high is not None and value > high:
                 return f"must be at most {high}, got {value}"
-        if isinstance(value, dict):
+        if t is dict:
             for key in required:
                 if key not in value:
                     return f"{key} is required"
@@ -198,7 +215,7 @@ def _compile(schema: Any):
                     why = sub(value[key])
                     if why is not None:
                         return f"{key} {why}" if not why.endswith("is required") else f"{key}.{why}"
-        if items is not None and isinstance(value, list):
+        elif t is list and items is not None:
             for item in value:
                 why = items(item)
                 if why is not None:
