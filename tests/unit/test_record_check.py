@@ -37,7 +37,9 @@ def test_a_good_record_and_summary_pass_and_integer_floats_become_ints():
 @pytest.mark.parametrize("text, why", [
     ('{"event": "progress", "step": NaN}', "NaN is not a JSON number"),
     ('{"event": "progress", "loss": -Infinity}', "-Infinity is not a JSON number"),
-    ('{"event": "progress", "step": ' + "9" * 400 + "}", "more than 32 characters"),
+    ('{"event": "progress", "step": ' + "9" * 400 + "}", "beyond 2**53"),
+    ('{"event": "progress", "step": ' + "9" * 60_000 + "}", "not valid JSON"),  # past Python's 4300 digits
+    ('{"event": "progress", "loss": 0.' + "1" * 40 + "}", "more than 32 characters"),
     ('{"event": "progress", "loss": 1e400}', "out of range"),
     (json.dumps({**GOOD, "loss": 1e300}), "out of range"),
     (json.dumps({**GOOD, "step": 2**60}), "beyond 2**53"),

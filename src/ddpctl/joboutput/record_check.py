@@ -3,10 +3,10 @@
 A line is a record only when it is a JSON object of at most :data:`~ddpctl.joboutput.lines.MAX_LINE_BYTES`
 that passes both:
 
-- bounds, checked while parsing and after: no NaN or infinity (a float over 1e18 or a number of more than
-  :data:`MAX_NUMBER_CHARS` characters, such as a 400-digit integer, is refused before Python converts it),
-  integers within +-2**53, strings (keys too) of at most :data:`MAX_STRING` characters, nesting at most
-  :data:`MAX_DEPTH` deep, at most :data:`MAX_VALUES` values in all;
+- bounds, checked while parsing and after: no NaN or infinity, no float over 1e18 nor one written with more
+  than :data:`MAX_NUMBER_CHARS` characters (refused before Python converts it), integers within +-2**53 (a
+  400-digit integer is refused; one past Python's 4300 digits is no JSON to it), strings (keys too) of at most
+  :data:`MAX_STRING` characters, nesting at most :data:`MAX_DEPTH` deep, at most :data:`MAX_VALUES` values;
 - its schema, ``progress.schema.json`` or ``summary.schema.json`` (ddpctl's copies of ddp_train's, in
   :mod:`ddpctl.schemas`), with ddpctl's JSON-Schema validator: types, required keys, ``const``/``enum`` and
   ranges. Keys a schema does not list are allowed (writers may add keys) but bounded as above.
@@ -40,15 +40,6 @@ REJECTED = Rejected("not a valid record")
 
 class _Bad(ValueError):
     pass
-
-
-def _int(text: str) -> int:
-    if len(text) > MAX_NUMBER_CHARS:
-        raise _Bad("a number of more than 32 characters")
-    value = int(text)
-    if abs(value) > MAX_INT:
-        raise _Bad("an integer beyond 2**53")
-    return value
 
 
 def _float(text: str) -> float:
@@ -106,7 +97,7 @@ def check(text: str) -> tuple[str, dict] | Rejected | None:
     if not looks_like_record(text):
         return None
     try:
-        obj = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
+        obj = json.loads(text, parse_float=_float, parse_constant=_constant)  # ints: bounded by _bounded
     except _Bad as exc:
         return Rejected(str(exc))
     except (ValueError, RecursionError):
@@ -192,6 +183,11 @@ def _compile(schema: Any):
     low, high = schema.get("minimum"), schema.get("maximum")
 
     numeric = low is not None or high is not None
+    leaf_keys = {"type", "minimum", "description"}
+    sub_schemas = schema.get("properties") or {}
+    leaves = [(k, frozenset([v["type"]] if isinstance(v["type"], str) else v["type"]), v.get("minimum"))
+              for k, v in sub_schemas.items() if isinstance(v, dict) and "type" in v and set(v) <= leaf_keys]
+    others = [(k, props[k]) for k in sub_schemas if k not in {leaf[0] for leaf in leaves}]
 
     def run(value: Any) -> str | None:
         t = type(value)
@@ -210,7 +206,16 @@ def _compile(schema: Any):
             for key in required:
                 if key not in value:
                     return f"{key} is required"
-            for key, sub in props.items():
+            for key, leaf_types, leaf_low in leaves:  # a type and a minimum: checked here, no call
+                if key in value:
+                    v = value[key]
+                    vt = type(v)
+                    if _JSON_TYPE.get(vt) not in leaf_types and not _type_ok(v, leaf_types):
+                        return (f"{key} must be {' or '.join(sorted(leaf_types))}, "
+                                f"got {_JSON_TYPE.get(vt, 'other')}")
+                    if leaf_low is not None and (vt is int or vt is float) and v < leaf_low:
+                        return f"{key} must be at least {leaf_low}, got {v}"
+            for key, sub in others:
                 if key in value:
                     why = sub(value[key])
                     if why is not None:
