@@ -201,8 +201,9 @@ def find(job: str) -> Kept | None:
 
 
 def all_kept() -> list[Kept]:
+    """Every kept job's folder and meta, its output not read (``ps --all`` lists them in bounded work)."""
     base = root()
     if not base.is_dir():
         return []
-    out = [k for d in sorted(base.iterdir()) if d.is_dir() and (k := load(d)) is not None and k.meta]
+    out = [Kept(d, m, {}) for d in sorted(base.iterdir()) if d.is_dir() and (m := _read_json(d / "meta.json"))]
     return sorted(out, key=lambda k: k.meta.get("started") or 0)
