@@ -115,3 +115,17 @@ def test_the_live_line_text_never_fails_on_nan_infinity_or_a_negative_step():
     assert text == "progress: step 5/10, - samples/s, ETA -, 1 restart(s)"
     text = live.describe({"step": -5, "total": 10, "percent": -50.0, "samples_per_sec": None, "eta_s": -inf}, 0)
     assert "-50" not in text and "ETA -" in text
+
+
+def test_the_help_of_status_ps_and_plot_states_the_bounds_the_reader_keeps():
+    from ddpctl.cli import cluster, watch
+    from ddpctl.watch import sources
+
+    bound = f"{reading.NODE_READ_BYTES // 2**20} MiB or {reading.NODE_READ_LINES:,} lines"
+    for command in (watch.status_cmd, cluster.ps, watch.plot_cmd):
+        text = " ".join(command.__doc__.split())
+        assert bound in text, command.__name__
+    for command in (watch.status_cmd, cluster.ps):
+        assert f"last {sources.STATUS_TAIL} lines" in " ".join(command.__doc__.split())
+    assert f"{lines.MAX_LINE_BYTES // 1024} KiB" in " ".join(watch.status_cmd.__doc__.split())
+    assert f"last {sources.FILE_READ_BYTES // 2**20} MiB" in " ".join(watch.plot_cmd.__doc__.split())
