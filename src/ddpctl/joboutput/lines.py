@@ -11,6 +11,7 @@ import re
 from typing import Iterable, Iterator
 
 from ddpctl.joboutput.visible import visible
+from ddpctl.launch.names import EXIT_CODE_LAUNCHER
 from ddpctl.local.restarts import retryable
 
 COLORS = ["\x1b[36m", "\x1b[33m", "\x1b[35m", "\x1b[32m", "\x1b[34m", "\x1b[31m"]
@@ -23,7 +24,7 @@ RETRYABLE_ERROR = re.compile(r"^ddp-train: error: .*; retryable, restart the job
 # The note the launcher's root-cause line carries for a lost peer or timeout (ddp_train.errors.LOST_PEER_TEXT)
 LOST_PEER = "lost a peer"
 PEER_GRACE_S = 5.0  # after a node that lost a peer exits, how long the others may take to report before a stop
-LAUNCHER = "ddp-train-launch"  # plain torchrun (a job started by an older ddpctl) does not prefix ranks
+LAUNCHER = EXIT_CODE_LAUNCHER  # ddp-train-launch; plain torchrun (a job started by an older ddpctl) does not prefix ranks
 
 
 def split_rank(line: str) -> tuple[int | None, str]:

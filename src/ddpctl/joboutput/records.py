@@ -7,15 +7,15 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ddpctl.joboutput.lines import RANK_LINE
 from ddpctl.joboutput.record_check import Rejected, check
 
-RANK_PREFIX = re.compile(r"^rank-(\d+) \| ")
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z? ")
 SUPPORTED = 1  # the newest record version this reader knows; a newer one is read for the keys it knows
 
 
 def strip_rank(text: str) -> str:
-    m = RANK_PREFIX.match(text)
+    m = RANK_LINE.match(text)
     return text[m.end():] if m else text
 
 
