@@ -55,27 +55,57 @@ def status_dict(name: str, engine: Engine | Callable[[], Engine]) -> dict:
     return status.build(view, time.time())
 
 
-_SINCE = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+_SINCE = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)([smhd]?)")
+MAX_SINCE_S = 100 * 365 * 86400  # --since: a duration of at most 100 years
+MAX_UNIX_TIME = 4102444800.0  # --since: a Unix time before 2100-01-01
+MAX_TAIL = 10_000_000  # --tail: lines per node
+MAX_NODE = 100_000  # --node: a node rank
 
 
 def since_time(value: str | float | datetime | timedelta | None, *, flag: str = "since=") -> float | None:
-    """A Unix time from ``--since``'s forms (30s, 10m, 2h, 1d, a Unix time), a datetime or a timedelta."""
+    """A Unix time from ``--since``'s forms (30s, 10m, 2h, 1d, a Unix time), a datetime or a timedelta; a
+    duration of at most 100 years, a Unix time before 2100 (anything else: one-line error)."""
     if value is None:
         return None
+    eg = f"write e.g. {flag}{'10m' if flag.endswith('=') else ' 10m'}"
     if isinstance(value, datetime):
         return value.timestamp()
     if isinstance(value, timedelta):
-        return time.time() - value.total_seconds()
+        value = value.total_seconds()
+        if not 0 <= value <= MAX_SINCE_S:
+            raise UsageError(f"{flag} {value!r} seconds back is not between 0 and 100 years", eg)
+        return time.time() - value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not 0 <= value <= MAX_UNIX_TIME:  # also NaN
+            raise UsageError(f"{flag} {value!r} is not a Unix time between 0 and {MAX_UNIX_TIME:.0f} (2100)", eg)
         return float(value)
-    m = _SINCE.fullmatch(value.strip()) if isinstance(value, str) else None
+    text = value.strip() if isinstance(value, str) else None
+    m = _SINCE.fullmatch(text) if text is not None and len(text) <= 32 else None
     if not m:
-        raise UsageError(f"{flag} {value!r} is not a duration such as 30s, 10m, 2h or a Unix time",
-                         f"write e.g. {flag}{'10m' if flag.endswith('=') else ' 10m'}")
+        shown = repr(value[:40] + "..." if isinstance(value, str) and len(value) > 40 else value)
+        raise UsageError(f"{flag} {shown} is not a duration such as 30s, 10m, 2h (at most 100 years) or a "
+                         "Unix time", eg)
     number, unit = float(m.group(1)), m.group(2)
     if not unit and number > 1e9:
+        if number > MAX_UNIX_TIME:
+            raise UsageError(f"{flag} {value!r} is a Unix time after 2100", eg)
         return number  # a Unix time
-    return time.time() - number * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    seconds = number * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    if seconds > MAX_SINCE_S:
+        raise UsageError(f"{flag} {value!r} is more than 100 years back", eg)
+    return time.time() - seconds
+
+
+def check_count(what: str, value: int | None) -> None:
+    """``--tail``/``--node`` (``tail=``/``node=``): None or a whole number from 0 to its bound."""
+    bound = MAX_TAIL if what.strip("-=").startswith("tail") else MAX_NODE
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+        big = isinstance(value, int) and abs(value) > 10**40
+        shown = f"a number of about {int(value.bit_length() * 0.30103)} digits" if big else repr(value)[:40]
+        raise UsageError(f"{what} must be a whole number from 0 to {bound:,}, got {shown}",
+                         f"pass e.g. {what}{'' if what.endswith('=') else ' '}20")
 
 
 def log_lines(name: str, engine: Engine | Callable[[], Engine], *, follow: bool = False, node: int | None = None,

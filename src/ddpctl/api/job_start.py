@@ -117,9 +117,13 @@ def run_attached(launched: Launched, *, rm: bool = False, color: bool = False, o
     if not rm:  # with --rm the removal has kept it already
         from ddpctl.joboutput import kept_output
 
-        kept = kept_output.keep(engine, plan.job)  # 'ddpctl logs/status' read it once the containers are gone
-        if kept:
-            say(f"job {plan.job}: output kept in {kept}")
+        try:  # 'ddpctl logs/status' read it once the containers are gone
+            kept = kept_output.keep_or_fail(engine, plan.job)
+        except kept_output.KeepFailed as exc:
+            say(exc.message)  # the containers stay, and with them the output
+        else:
+            if kept:
+                say(f"job {plan.job}: output kept in {kept}")
     codes = dict(finished.outcome.codes)
     if finished.failure is not None:
         outcome = Outcome.of_failure(plan.job, finished.failure, codes, finished.outcome.summary)

@@ -14,7 +14,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from ddpctl.api.job_outcome import Outcome, kept_outcome, node_outcome, wait_for_exit
-from ddpctl.api.job_output import Removed, current_nodes, log_lines, remove, since_time, status_dict
+from ddpctl.api.job_output import (
+    Removed,
+    check_count,
+    current_nodes,
+    log_lines,
+    remove,
+    since_time,
+    status_dict,
+)
 from ddpctl.api.job_start import Launched, Prepared, caller_user, prepare, run_attached, start
 from ddpctl.errors import UsageError
 
@@ -154,9 +162,8 @@ class Job:
         :class:`~datetime.datetime` or a :class:`~datetime.timedelta` back from now); ``tail`` the last N
         lines of each node. After ``down`` the kept output. Control characters the job printed (terminal
         escapes) are shown as text such as ``\x1b``; ``raw`` gives the text as the job printed it."""
-        for what, value in (("node", node), ("tail", tail)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise UsageError(f"{what}= must be an integer of at least 0, got {value!r}", f"pass e.g. {what}=0")
+        for what, value in (("node=", node), ("tail=", tail)):
+            check_count(what, value)
         start = since_time(since)
         return log_lines(self.name, self._engine, follow=follow, node=node, tail=tail, since=start, records=records,
                          raw=raw)

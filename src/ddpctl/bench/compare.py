@@ -3,28 +3,60 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ddpctl.bench.plan import PIPELINE_ALIASES
 from ddpctl.bench.report import SCHEMA_VERSION
 from ddpctl.errors import UsageError
 
+MAX_REPORT_BYTES = 64 * 2**20  # a report.json larger than this is refused unread (ddpctl's are well under 1 MiB)
+_FIX = "pass the report.json written by 'ddpctl bench -o DIR'"
+
 
 def load_report(path: Path) -> dict:
+    r"""report.json read back: at most :data:`MAX_REPORT_BYTES`, strict JSON, valid against report.schema.json
+    (one-line error otherwise), then :func:`upgrade`\ d."""
+    import math
+
+    from ddpctl.bench.report import schema
+    from ddpctl.validate.schema import Validator
+
+    def no_constant(word: str):
+        raise ValueError(f"{word} is not JSON")
+
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise UsageError(f"report {path} is not a regular file", _FIX)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            raw = f.read(MAX_REPORT_BYTES + 1)
     except FileNotFoundError:
-        raise UsageError(f"report not found: {path}", "pass the report.json written by 'ddpctl bench -o DIR'") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read {path} as JSON ({exc.__class__.__name__})",
-                         "pass the report.json written by 'ddpctl bench'") from None
-    if (not isinstance(data, dict) or "schema_version" not in data or not isinstance(data.get("cells"), list)
-            or not all(isinstance(c, dict) for c in data["cells"])):
-        raise UsageError(f"{path} is not a ddpctl bench report (no schema_version/cells)",
-                         "pass the report.json written by 'ddpctl bench'")
+        raise UsageError(f"report not found: {path}", _FIX) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror or exc.__class__.__name__})", _FIX) from None
+    if len(raw) > MAX_REPORT_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_REPORT_BYTES // 2**20} MiB, too large for a bench report", _FIX)
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"cannot read {path} as JSON ({exc.__class__.__name__})", _FIX) from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise UsageError(f"{path} is not a ddpctl bench report (no schema_version)", _FIX)
     if data["schema_version"] != SCHEMA_VERSION:
-        raise UsageError(f"{path} has report schema version {data['schema_version']}, this ddpctl reads "
-                         f"{SCHEMA_VERSION}", "compare reports written by the same ddpctl version")
+        version = data["schema_version"]
+        shown = repr(version)[:40] if isinstance(version, (str, int, float)) and not (
+            isinstance(version, int) and abs(version) > 10**40) and not (isinstance(version, float) and not math.isfinite(version)) else "?"
+        raise UsageError(f"{path} has report schema version {shown}, this ddpctl reads {SCHEMA_VERSION}",
+                         "compare reports written by the same ddpctl version")
+    try:
+        issues = Validator(schema(), strict=False).issues(data)
+    except RecursionError:
+        raise UsageError(f"{path} is nested too deeply for a bench report", _FIX) from None
+    if issues:
+        first = issues[0]
+        where = "/".join(str(p) for p in first.path) or "(top)"
+        raise UsageError(f"{path} is not a valid bench report: {where[:80]} {first.message[:120]}"
+                         + (f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""), _FIX)
     return upgrade(data)
 
 

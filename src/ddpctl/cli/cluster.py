@@ -122,9 +122,10 @@ def logs(
     job: Annotated[str, typer.Argument(help="Job name.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming until the nodes exit.")] = False,
     node: Annotated[Optional[int], typer.Option("--node", help="Only this node rank.", show_default=False)] = None,
-    tail: Annotated[Optional[int], typer.Option("--tail", help="Last N lines of each node.",
+    tail: Annotated[Optional[int], typer.Option("--tail", help="Last N lines of each node (0 to 10,000,000).",
                                                 show_default=False)] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only lines newer than this (30s, 10m, 2h).",
+    since: Annotated[Optional[str], typer.Option("--since", help="Only lines newer than this (30s, 10m, 2h, 1d: at "
+                                                 "most 100 years; or a Unix time).",
                                                  show_default=False)] = None,
     records: Annotated[bool, typer.Option("--records", help="Also the ranks' progress records (JSON lines that "
                                                            "'ddpctl status' reads; hidden by default).")] = False,
@@ -152,12 +153,11 @@ def logs(
 
       ddpctl logs ddp --node 0 --tail 20
     """
+    from ddpctl.api.job_output import check_count
     from ddpctl.api.jobs import engine_for, log_lines
-    from ddpctl.errors import UsageError
 
     for flag, value in (("--node", node), ("--tail", tail)):
-        if value is not None and value < 0:
-            raise UsageError(f"{flag} must be at least 0, got {value}", f"pass e.g. {flag} 0")
+        check_count(flag, value)
     start = _since(since)
     lines = log_lines(job, engine_for(docker_hosts), follow=follow, node=node, tail=tail, since=start,
                       records=records, color=stdout_color(sys.stdout), say=err, raw=raw)  # what ddpctl.Job.logs() yields

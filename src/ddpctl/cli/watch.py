@@ -30,13 +30,17 @@ def _status(job: str | None, slurm: str | None, directory: Path, docker_hosts) -
     return status_dict(job, lambda: engine_for(docker_hosts))  # what ddpctl.Job.status() reads
 
 
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 86400.0  # status --watch --interval
+
+
 @app.command("status")
 def status_cmd(
     job: Annotated[Optional[str], typer.Argument(help="Job name (a running job, or one whose output was kept).",
                                                  show_default=False)] = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh every --interval seconds until the job "
                                                               "ends (in place on a terminal).")] = False,
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes of --watch.")] = 2.0,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes of --watch (0.1 to "
+                                                               "86400).")] = 2.0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object (with --watch: one per refresh, "
                                                         "one line each).")] = False,
     slurm: Annotated[Optional[str], typer.Option("--slurm", metavar="JOBID", help="A Slurm job started from a "
@@ -69,8 +73,9 @@ def status_cmd(
     from ddpctl.errors import UsageError
     from ddpctl.watch import status
 
-    if interval <= 0:
-        raise UsageError(f"--interval must be above 0, got {interval}", "pass e.g. --interval 2")
+    if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:  # also NaN
+        raise UsageError(f"--interval must be a number of seconds from {MIN_INTERVAL_S} to {MAX_INTERVAL_S:.0f}, "
+                         f"got {interval}", "pass e.g. --interval 2")
     tty = sys.stdout.isatty() and not as_json
     shown = 0
     while True:
@@ -98,7 +103,8 @@ def status_cmd(
 def plot_cmd(
     jobs: Annotated[list[str], typer.Argument(help="Job names (running or kept), kept job folders, or files with "
                                                "progress records; several are drawn side by side.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="The PNG to write.")] = Path("progress.png"),
+    output: Annotated[Path, typer.Option("--output", "-o", help="The PNG to write (replaced whole; never "
+                                                                "through a link).")] = Path("progress.png"),
     docker_hosts: DockerHostsOpt = None,
 ) -> None:
     """A PNG of loss and samples/s against step, one line per rank, restarts marked by dashed lines; several
@@ -111,8 +117,11 @@ def plot_cmd(
 
       ddpctl plot ddp -o ddp.png
     """
+    from ddpctl.outfiles import check_directory, check_target
     from ddpctl.watch import plot, sources
 
+    check_directory(output.parent)  # the -o rules (ddpctl.outfiles), before any job is read
+    check_target(output)
     views = []
     engine = None
     for name in jobs:

@@ -224,8 +224,7 @@ class DockerEngine(Engine):
             kw["tail"] = tail
         if since is not None:
             kw["since"] = float(since) if since > 0 else 1  # fractional seconds: a re-attach resumes mid-second
-        # streamed whether or not it follows: a reader holds one frame at a time, never the whole log
-        return self.api.logs(cid, stream=True, **kw)
+        return self.api.logs(cid, stream=True, **kw)  # chunks as the engine sends them: never all of it in memory
 
     def get_archive(self, cid: str, path: str) -> Iterator[bytes]:
         return self.api.get_archive(cid, path)[0]

@@ -22,13 +22,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpctl.joboutput import records as rec_mod
-from ddpctl.joboutput import tensorboard
+from ddpctl.joboutput import kept_files, kept_meta, kept_node, tensorboard
+from ddpctl.joboutput.kept_files import KeepFailed
 
 NODE_LOG_BYTES = 20 * 2**20
 MAX_JOBS = 50
 MAX_TOTAL_BYTES = 500 * 2**20
+META_BYTES = 4 * 2**20  # a meta.json larger than this is not one ddpctl wrote: read as empty
 LABEL_JOB, LABEL_NODE, LABEL_RESTARTS = "ddpctl.job", "ddpctl.node-rank", "ddpctl.restarts"
+__all__ = ["KeepFailed", "keep", "keep_or_fail", "load", "find", "all_kept", "prune", "root"]
 
 
 def root() -> Path:
@@ -36,71 +38,99 @@ def root() -> Path:
     return Path(base) / "ddpctl" / "jobs"
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _read_meta(dir_fd: int | None, name: str | Path) -> dict | None:
+    data = kept_files.read_bytes(dir_fd, name, META_BYTES + 1)
+    if data is None:
         return None
-    return data if isinstance(data, dict) else None
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        raw = json.loads(data) if len(data) <= META_BYTES else {}
+    except (ValueError, RecursionError):
+        raw = {}
+    return kept_meta.clean(raw)
 
 
 def attempt_of(labels: dict) -> int:
     """A container's attempt from its labels: 0 for the first start, N after the job's Nth restart."""
     r = labels.get(LABEL_RESTARTS, "")
-    return int(r) if r.isdigit() else 0
+    return int(r) if r.isdigit() and len(r) <= 9 else 0
 
 
 def keep(engine, job: str, *, removing: bool = False) -> Path | None:
-    """Copy the output of ``job``'s containers (as they are now) into its folder; None when it has none.
-    ``removing``: the containers go next (``down``), so a running job's result is "stopped".
-    Never raises: the job's removal or restart must go on whatever happens here."""
+    """Copy the output of ``job``'s containers (as they are now) into its folder; None when it has none or the
+    keep failed (a restart goes on whatever happens here: its containers and their output are still there)."""
     try:
-        return _keep(engine, job, removing)
-    except Exception:  # noqa: BLE001 - best effort: a full disk or a container gone meanwhile keeps less
+        return keep_or_fail(engine, job, removing=removing)
+    except KeepFailed:
         return None
 
 
+def keep_or_fail(engine, job: str, *, removing: bool = False) -> Path | None:
+    """:func:`keep` that raises :class:`KeepFailed` (one line: why, and what to do) when the output could not be
+    kept: ``down`` and the end of an attached ``up`` then leave the containers (and so the output) in place."""
+    try:
+        return _keep(engine, job, removing)
+    except KeepFailed:
+        raise
+    except OSError as exc:
+        where = exc.filename or root() / job
+        why = "a symbolic link, which ddpctl does not follow there" if exc.errno == 40 else exc.strerror or exc
+        raise KeepFailed(f"could not keep the output of job {job}: {where} ({why}); its containers stay",
+                         f"fix the cause (free disk space, or remove {where}) and run 'ddpctl down {job}' again") from None
+    except Exception as exc:  # noqa: BLE001 - any other failure: said, and the containers stay
+        raise KeepFailed(f"could not keep the output of job {job} ({type(exc).__name__}: {str(exc)[:200]}); "
+                         "its containers stay", f"run 'ddpctl down {job}' again, or 'ddpctl logs {job}' to read "
+                         "the output meanwhile") from None
+
+
 def _keep(engine, job: str, removing: bool) -> Path | None:
-    from ddpctl.joboutput.lines import node_ranks, split_lines
+    from ddpctl.joboutput.lines import node_ranks
     from ddpctl.launch import job_label
 
     found = [c for c in engine.containers(label=job_label(job)) if c.labels.get(LABEL_NODE, "").isdigit()]
     if not found:
         return None
-    folder = root() / job
-    meta = _read_json(folder / "meta.json") or {}
-    ids = meta.get("containers", {})
-    now_ids = {str(attempt_of(c.labels)): {c.labels[LABEL_NODE]: c.id} for c in found}
-    if any(ids.get(a, {}).get(n, cid) != cid for a, m in now_ids.items() for n, cid in m.items()):
-        _rotate(folder, meta)  # a new run of this job name
-        meta, ids = {}, {}
-    for c in found:
-        a, n = str(attempt_of(c.labels)), c.labels[LABEL_NODE]
-        text = "\n".join(split_lines(engine.logs(c.id, timestamps=True)))
-        data = text.encode("utf-8")[-NODE_LOG_BYTES:]
-        (folder / f"attempt-{a}").mkdir(parents=True, exist_ok=True)
-        (folder / f"attempt-{a}" / f"node-{n}.log").write_bytes(data + (b"\n" if data else b""))
-        ids.setdefault(a, {})[n] = c.id
+    base = root()
+    jobs_fd = kept_files.open_path(base.parent.parent, (base.parent.name, base.name), create=True)
+    try:
+        meta = _read_meta(jobs_fd, f"{job}/meta.json") or {}
+        if meta.get("containers") and _is_new_run(meta, found):
+            _rotate(jobs_fd, job, meta)
+            meta = {}
+        job_fd = kept_files.open_folder(jobs_fd, job, create=True)
+    finally:
+        os.close(jobs_fd)
+    folder = base / job
+    try:
+        return _keep_into(engine, job, removing, found, folder, job_fd, meta, node_ranks)
+    finally:
+        os.close(job_fd)
+
+
+def _is_new_run(meta: dict, found) -> bool:
+    ids = meta["containers"]
+    return any(ids.get(str(attempt_of(c.labels)), {}).get(c.labels[LABEL_NODE], c.id) != c.id for c in found)
+
+
+def _keep_into(engine, job, removing, found, folder, job_fd, meta, node_ranks) -> Path:
+    ids = dict(meta.get("containers") or {})
+    with kept_files.AtomicFile(job_fd, "progress.jsonl") as progress:
+        recs = kept_node.Records(progress)
+        for c in sorted(found, key=lambda c: (attempt_of(c.labels), int(c.labels[LABEL_NODE]))):
+            a, n = str(attempt_of(c.labels)), c.labels[LABEL_NODE]
+            attempt_fd = kept_files.open_folder(job_fd, f"attempt-{a}", create=True)
+            try:
+                kept_node.keep_node(engine, c.id, attempt_fd, f"node-{n}.log", recs, NODE_LOG_BYTES)
+            finally:
+                os.close(attempt_fd)
+            ids.setdefault(a, {})[n] = c.id
     last = max(int(a) for a in ids)
     cur = [c for c in found if attempt_of(c.labels) == last]
     codes = {c.labels[LABEL_NODE]: c.exit_code for c in cur if not c.running}
     hosts = {c.labels[LABEL_NODE]: c.host for c in cur if c.host}
     node0 = min(cur, key=lambda c: int(c.labels[LABEL_NODE]), default=None)  # rank 0 writes TensorBoard files
     tb = None if node0 is None else tensorboard.keep(engine, node0, folder) if removing else tensorboard.locate(node0)
-    kept = load(folder)
-    ranks, summary = rec_mod.collect(kept.texts() if kept else [])
-    with open(folder / "progress.jsonl", "w", encoding="utf-8") as f:
-        for rp in sorted(ranks.values(), key=lambda r: r.rank):
-            for r in rp.records:
-                f.write(json.dumps(r, separators=(",", ":")) + "\n")
-    if summary is not None:
-        _write(folder / "summary.json", json.dumps(summary) + "\n")
+    if recs.summary is not None:
+        kept_files.write_file(job_fd, "summary.json", (kept_files.dumps(recs.summary) + "\n").encode("utf-8"))
     running = any(c.running for c in cur)
     started = min([meta.get("started") or 1e18] + [c.created for c in found])
     same = not running and meta.get("state") == "exited" and meta.get("attempts") == last + 1 and meta.get("ended")
@@ -109,47 +139,43 @@ def _keep(engine, job: str, removing: bool) -> Path | None:
     if running and removing:
         result = "stopped"  # taken down while it ran
     worlds = [r.stop for r in (node_ranks(c.command) for c in cur) if r]
-    final = (summary or {}).get("images_per_sec")
-    if final is None:
-        prog = rec_mod.job_progress(ranks)
-        final = prog["samples_per_sec"] if prog else None
     meta.update(job=job, containers=ids, attempts=last + 1, restarts=last, nodes=len(cur), hosts=hosts,
                 exit_codes=codes, state="running" if running and not removing else "exited", result=result,
                 world_size=max(worlds) if worlds else None, removed=removing or meta.get("removed", False), started=started,
                 ended=ended, duration_s=None if ended is None else round(ended - started, 1),
-                final_samples_per_sec=final, records=sum(len(rp.records) for rp in ranks.values()), tensorboard=tb)
-    _write(folder / "meta.json", json.dumps(meta, indent=1) + "\n")
+                final_samples_per_sec=recs.final_rate(), records=recs.count, tensorboard=tb)
+    text = kept_files.dumps(kept_meta.clean(meta), indent=1) + "\n"
+    kept_files.write_file(job_fd, "meta.json", text.encode("utf-8"))
     prune(keep_name=job)
     return folder
 
 
-def _rotate(folder: Path, meta: dict) -> None:
-    if folder.exists():
-        when = int(meta.get("ended") or meta.get("started") or time.time())
-        target = folder.with_name(f"{folder.name}@{when}")
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        folder.rename(target)
-
-
-def _size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+def _rotate(jobs_fd: int, job: str, meta: dict) -> None:
+    """A new run of ``job``: its previous run's folder moves to ``<job>@<end time>``."""
+    when = int(meta.get("ended") or meta.get("started") or time.time())
+    target = f"{job}@{when}"
+    try:
+        os.lstat(target, dir_fd=jobs_fd)
+        shutil.rmtree(target, dir_fd=jobs_fd)  # never through a link: rmtree refuses one
+    except FileNotFoundError:
+        pass
+    os.rename(job, target, src_dir_fd=jobs_fd, dst_dir_fd=jobs_fd)
 
 
 def prune(keep_name: str | None = None) -> list[str]:
     """Remove the oldest kept jobs beyond :data:`MAX_JOBS` or :data:`MAX_TOTAL_BYTES`; returns their names."""
     base = root()
-    if not base.is_dir():
+    if not kept_files.is_folder(base):
         return []
     jobs = []
     for d in base.iterdir():
-        if d.is_dir():
-            m = _read_json(d / "meta.json") or {}
-            jobs.append((m.get("ended") or m.get("started") or d.stat().st_mtime, d))
+        if kept_files.is_folder(d):
+            m = _read_meta(None, d / "meta.json") or {}
+            jobs.append((m.get("ended") or m.get("started") or d.lstat().st_mtime, d))
     jobs.sort(key=lambda j: j[0], reverse=True)
     total, removed = 0, []
     for i, (_, d) in enumerate(jobs):
-        total += _size(d)
+        total += kept_files.tree_size(d)
         if d.name != keep_name and (i >= MAX_JOBS or total > MAX_TOTAL_BYTES):
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d.name)
@@ -176,34 +202,62 @@ class Kept:
         return [(n, t) for _, n, t in entries]
 
 
-def load(folder: Path) -> Kept | None:
-    meta = _read_json(folder / "meta.json")
-    if meta is None and not folder.is_dir():
+def load(folder: Path, *, with_lines: bool = True) -> Kept | None:
+    """A kept job folder read back (None when ``folder`` is not a folder). Nothing inside it is read through a
+    link; a node's log is read up to its last :data:`NODE_LOG_BYTES`; a bad meta.json reads as {} (or its good
+    keys). ``with_lines=False``: the meta only."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
         return None
-    lines = {}
-    for d in sorted(folder.glob("attempt-*")):
-        a = d.name.split("-", 1)[1]
-        for f in sorted(d.glob("node-*.log")):
-            n = f.stem.split("-", 1)[1]
-            if a.isdigit() and n.isdigit():
-                out = []
-                for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
-                    stamp, _, text = line.partition(" ")
-                    out.append((stamp, text))
-                lines[(int(a), int(n))] = out
+    try:
+        meta = _read_meta(fd, "meta.json")
+        lines = _read_lines(fd) if with_lines else {}
+    finally:
+        os.close(fd)
     return Kept(folder, meta or {}, lines)
 
 
+def _read_lines(fd: int) -> dict[tuple[int, int], list[tuple[str, str]]]:
+    lines: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    for a_name in sorted(os.listdir(fd)):
+        a = a_name.partition("-")[2]
+        if not (a_name.startswith("attempt-") and a.isdigit() and len(a) <= 9):
+            continue
+        try:
+            a_fd = kept_files.open_folder(fd, a_name, create=False)
+        except OSError:
+            continue  # a link, or not a folder: never followed
+        try:
+            for f_name in sorted(os.listdir(a_fd)):
+                n = f_name.removeprefix("node-").removesuffix(".log")
+                if f_name.startswith("node-") and f_name.endswith(".log") and n.isdigit() and len(n) <= 9:
+                    data = kept_files.read_tail(a_fd, f_name, NODE_LOG_BYTES)
+                    if data is not None:
+                        out = []
+                        for line in data.decode("utf-8", "replace").splitlines():
+                            stamp, _, text = line.partition(" ")
+                            out.append((stamp, text))
+                        lines[(int(a), int(n))] = out
+        finally:
+            os.close(a_fd)
+    return lines
+
+
 def find(job: str) -> Kept | None:
-    """The newest kept run of ``job``."""
+    """The newest kept run of ``job`` (None when there is none, or its folder is a link: never followed)."""
     folder = root() / job
-    return load(folder) if (folder / "meta.json").exists() else None
+    if not job or "/" in job or job in (".", "..") or not kept_files.is_folder(folder):
+        return None
+    kept = load(folder)
+    return kept if kept is not None and kept.meta else None
 
 
 def all_kept() -> list[Kept]:
-    """Every kept job's folder and meta, its output not read (``ps --all`` lists them in bounded work)."""
+    """Every kept job's meta (``lines`` not read: ``ps --all`` needs only the meta), oldest first."""
     base = root()
-    if not base.is_dir():
+    if not kept_files.is_folder(base):
         return []
-    out = [Kept(d, m, {}) for d in sorted(base.iterdir()) if d.is_dir() and (m := _read_json(d / "meta.json"))]
+    out = [k for d in sorted(base.iterdir()) if kept_files.is_folder(d)
+           and (k := load(d, with_lines=False)) is not None and k.meta]
     return sorted(out, key=lambda k: k.meta.get("started") or 0)

@@ -9,9 +9,11 @@ removes) or in the container's own file system. A program other than ddp-train i
 
 from __future__ import annotations
 
+import os
 import posixpath
 import shlex
 import shutil
+import stat
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -107,7 +109,7 @@ def keep(engine, container, folder: Path) -> dict | None:
 def _extract(fileobj, dest: Path) -> None:
     """Plain files and directories of a ``docker cp`` archive (its top directory stripped) under ``dest``; any
     other member (a link, a device) or a path that would leave ``dest`` is skipped: the container is not trusted."""
-    dest.mkdir(parents=True)
+    dest.mkdir(mode=0o700)  # the kept folder's modes: folders 0700, files 0600 (ddpctl.joboutput.kept_files)
     with tarfile.open(fileobj=fileobj, mode="r|") as tar:
         for m in tar:
             parts = PurePosixPath(m.name).parts[1:]
@@ -115,9 +117,25 @@ def _extract(fileobj, dest: Path) -> None:
                 continue
             target = dest.joinpath(*parts)
             if m.isdir():
-                target.mkdir(parents=True, exist_ok=True)
+                _folders(dest, parts)
             elif m.isreg():
-                target.parent.mkdir(parents=True, exist_ok=True)
+                _folders(dest, parts[:-1])
                 src = tar.extractfile(m)
-                with open(target, "wb") as f:
+                with open(target, "wb", opener=_new_file) as f:
                     shutil.copyfileobj(src, f)
+
+
+def _new_file(path: str, _flags: int) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def _folders(dest: Path, parts) -> None:
+    """dest/parts[0]/parts[1]/... made 0700, none of them a link."""
+    d = dest
+    for p in parts:
+        d = d / p
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(d).st_mode):
+                raise NotADirectoryError(f"{d} is not a folder") from None

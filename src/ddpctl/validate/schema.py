@@ -12,7 +12,8 @@ this validator agrees with the ``jsonschema`` reference implementation on Draft-
 Keywords: ``$ref`` (local ``#/...``), ``type``, ``enum``, ``const``, ``properties``, ``patternProperties``,
 ``additionalProperties``, ``required``, ``minProperties``, ``maxProperties``, ``items``, ``minItems``,
 ``maxItems``, ``uniqueItems``, ``minLength``, ``maxLength``, ``pattern``, ``minimum``, ``maximum``,
-``exclusiveMinimum``, ``exclusiveMaximum``, ``oneOf``, ``anyOf``, ``allOf``, ``not``, ``format`` (int32, int64),
+``exclusiveMinimum``, ``exclusiveMaximum``, ``oneOf``, ``anyOf``, ``allOf``, ``not``, ``if``/``then``/``else``,
+``format`` (int32, int64),
 ``nullable`` and the ``x-kubernetes-*`` extensions above. Annotations (``description``, ``default``, ...) are
 ignored; CEL rules (``x-kubernetes-validations``) are handled by :mod:`ddpctl.validate.k8s`.
 
@@ -112,6 +113,10 @@ class Validator:
             yield from self._one_of(value, schema["oneOf"], path)
         if "not" in schema and not self._first(value, schema["not"], path):
             yield Issue(path, "matches a form that is not allowed here")
+        if "if" in schema:
+            branch = schema.get("else" if self._first(value, schema["if"], path) else "then")
+            if branch is not None:
+                yield from self._check(value, branch, path)
 
     def _first(self, value: Any, schema: Any, path: Path) -> list[Issue]:
         return list(self._check(value, schema, path))

@@ -3,8 +3,10 @@ matplotlib (the ``bench`` extra) is imported here only."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from ddpctl import outfiles
 from ddpctl.errors import UsageError
 from ddpctl.joboutput import records as rec_mod
 from ddpctl.joboutput.visible import visible
@@ -84,16 +86,16 @@ def draw(views: list[JobView], output: Path) -> list[str]:
             loss_ax.legend(fontsize=7, loc="upper right")
     import warnings
 
+    png = io.BytesIO()
     try:
         with warnings.catch_warnings():  # a job's title in a script the font lacks: drawn as boxes, not a warning
             warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
             fig.tight_layout()
-            fig.savefig(output, dpi=110)
-        return notes
-    except OSError as exc:
-        raise UsageError(f"cannot write {output} ({exc.strerror or exc})", "pass a writable --output") from None
+            fig.savefig(png, format="png", dpi=110)
     finally:
         plt.close(fig)
+    outfiles.write_files({output: png.getvalue()})  # the -o rules: no link, no device, all or nothing
+    return notes
 
 
 def plain_text(text: str) -> str:

@@ -37,10 +37,12 @@ def remove_job(engine: Engine, job: str, *, network: str | None = None,
     """Remove every container, network and volume labelled ``job`` (``keep_volumes``: not its checkpoint
     volume, for ``up --resume``). Idempotent.
 
-    Returns (containers, networks, volumes). The containers' output is kept first (ddpctl.joboutput.kept_output)."""
+    Returns (containers, networks, volumes). The containers' output is kept first
+    (ddpctl.joboutput.kept_output); when that fails nothing is removed: :class:`~ddpctl.joboutput.kept_output.KeepFailed`
+    says why in one line."""
     from ddpctl.joboutput import kept_output
 
-    kept_output.keep(engine, job, removing=True)
+    kept_output.keep_or_fail(engine, job, removing=True)
     n_c = n_n = n_v = 0
     for attempt in range(3):  # an attached `up` may be restarting the job meanwhile: remove what it made, again
         for c in engine.containers(label=job_label(job)):
@@ -162,6 +164,18 @@ def check_resume(max_restarts: int, job: str) -> None:
                          "--max-restarts keeps (in /checkpoints)", "add --max-restarts N, or drop --resume")
 
 
+def check_checkpoints(plan: LocalPlan, engine: Engine) -> None:
+    """``up --resume``: the job's checkpoint volume must exist (an earlier run made it); a job that never ran, or
+    whose checkpoints went with ``down``, has nothing to resume from: refused, rather than trained from step 0."""
+    if not plan.checkpoint_volume or engine.volumes(name=plan.checkpoint_volume):
+        return
+    from ddpctl.errors import UsageError
+
+    raise UsageError(f"--resume: job {plan.job} has no checkpoint volume ({plan.checkpoint_volume}) to resume from: "
+                     "it never ran on this engine, or 'ddpctl down' removed its checkpoints",
+                     "drop --resume to start it from step 0")
+
+
 def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = say_nothing,
        port_check: Callable[[int], bool] = port_free, environ: Mapping[str, str] | None = None,
        resume: bool = False) -> Job:
@@ -172,6 +186,7 @@ def up(plan: LocalPlan, engine: Engine, *, host_gpus: int, say: Say = say_nothin
     and start every node as on a restart (ddp-train ``--resume auto``)."""
     if resume:
         check_resume(plan.max_restarts, plan.job)
+        check_checkpoints(plan, engine)
     secrets = secret_values(plan, os.environ if environ is None else environ)
     previous = preflight(plan, engine, host_gpus=host_gpus, port_check=port_check)
     if previous:

@@ -98,6 +98,11 @@ def remove(job: Job, engine: Engine, say: Say, *, stop_first: bool = False) -> b
         remove_job(engine, name)
 
     why = _bounded(work, CLEANUP_S)
+    from ddpctl.joboutput.kept_output import KeepFailed
+
+    if isinstance(why, KeepFailed):
+        say(why.message)  # the output could not be kept: the containers stay, and the line says what to do
+        return False
     if why is not None:
         say(f"could not remove job {name} ({exc_reason(why)}); run '{shlex.join(['ddpctl', 'down', name])}' when the engine answers")
         return False

@@ -17,7 +17,7 @@ from typing import Mapping
 from ddpctl.errors import EngineError, UsageError
 from ddpctl.local.engine_interface import ContainerInfo, Engine
 from ddpctl.local.executor.common import Say, exc_reason, say_nothing
-from ddpctl.local.executor.create import Job, check_resume, create, remove_job, start
+from ddpctl.local.executor.create import Job, check_checkpoints, check_resume, create, remove_job, start
 from ddpctl.local.executor.preflight import clashes, secret_values
 from ddpctl.local.plan import LocalPlan
 
@@ -80,6 +80,7 @@ def up_hosts(plan: LocalPlan, engine: Engine, *, say: Say = say_nothing,
     """Preflight every host, replace a finished run of the same name, create all, start all (node 0 first)."""
     if resume:
         check_resume(plan.max_restarts, plan.job)
+        check_checkpoints(plan, engine)
     secrets = secret_values(plan, os.environ if environ is None else environ)
     if preflight_hosts(plan, engine, say=say):
         say(f"removing the finished earlier run of job {plan.job}")

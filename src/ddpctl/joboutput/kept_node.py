@@ -1,0 +1,112 @@
+"""A node's output streamed into its kept file: bytes and lines pass through, never all of them in memory.
+
+:class:`Tail` keeps the last bytes of a node's output on disk, :class:`Records` what its records say; both in
+time linear in what the node printed and memory bounded whatever it printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from ddpctl.joboutput import kept_files, kept_meta
+from ddpctl.joboutput import records as rec_mod
+
+
+class Tail:
+    """The last ``cap`` bytes (whole lines) of what :meth:`add` is given, on disk in two rolling segments of at
+    most ``cap`` bytes each: memory and disk stay bounded whatever the job printed."""
+
+    def __init__(self, dir_fd: int, name: str, cap: int) -> None:
+        self.dir_fd, self.name, self.cap = dir_fd, name, cap
+        self.segments: list[kept_files.AtomicFile] = [kept_files.AtomicFile(dir_fd, f"{name}.0")]
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        if self.size and self.size + len(data) > self.cap:
+            if len(self.segments) == 2:
+                self.segments.pop(0).discard()
+            self.segments.append(kept_files.AtomicFile(self.dir_fd, f"{self.name}.{len(self.segments)}x"))
+            self.size = 0
+        self.segments[-1].write(data[-self.cap:])
+        self.size += min(len(data), self.cap)
+
+    def finish(self) -> None:
+        for seg in self.segments:
+            seg.file.flush()
+        with kept_files.AtomicFile(self.dir_fd, self.name) as out:
+            need = self.cap - self.size
+            if len(self.segments) == 2 and need > 0:
+                with open(self.segments[0].tmp, "rb", opener=self._opener) as f:
+                    start = max(0, f.seek(0, os.SEEK_END) - need)
+                    f.seek(start)
+                    if start:
+                        f.readline()  # a whole line or none
+                    shutil.copyfileobj(f, out.file)
+            with open(self.segments[-1].tmp, "rb", opener=self._opener) as f:
+                shutil.copyfileobj(f, out.file)
+        self.discard()
+
+    def discard(self) -> None:
+        for seg in self.segments:
+            seg.discard()
+
+    def _opener(self, path: str, flags: int) -> int:
+        return os.open(path, flags | os.O_NOFOLLOW, dir_fd=self.dir_fd)
+
+
+class Records:
+    """What a node's lines say, gathered while they stream: every progress record written to progress.jsonl (in
+    the order each node printed them), the newest summary, and each rank's last records (for the final rate)."""
+
+    MAX_RANKS = 4096
+
+    def __init__(self, out: kept_files.AtomicFile) -> None:
+        self.out, self.count, self.summary = out, 0, None
+        self.ranks: dict[int, rec_mod.RankProgress] = {}
+
+    def add(self, text: str) -> None:
+        if "{" not in text:
+            return
+        try:
+            rec = rec_mod.parse_event(text, "progress")
+            if rec is not None:
+                line = kept_files.dumps(rec, separators=(",", ":")).encode("utf-8") + b"\n"
+                rank = rec.get("rank", 0)
+                if rank in self.ranks or len(self.ranks) < self.MAX_RANKS:
+                    rp = self.ranks.setdefault(rank, rec_mod.RankProgress(rank))
+                    rp.records = rp.records[-rec_mod.ETA_WINDOW:] + [rec]
+                self.out.write(line)
+                self.count += 1
+                return
+            s = rec_mod.parse_event(text, "summary")
+            if s is not None:
+                self.summary = json.loads(kept_files.dumps(s))  # strict, and proven to serialize
+        except (ValueError, TypeError, RecursionError, OverflowError):
+            pass  # a record that cannot be read back or written: a plain line of the log
+
+    def final_rate(self) -> float | None:
+        rate = (self.summary or {}).get("images_per_sec")
+        try:
+            if rate is None:
+                prog = rec_mod.job_progress(self.ranks)
+                rate = prog["samples_per_sec"] if prog else None
+        except (TypeError, ValueError, KeyError, ArithmeticError):
+            rate = None
+        return kept_meta.clean({"final_samples_per_sec": rate})["final_samples_per_sec"]
+
+
+def keep_node(engine, cid: str, attempt_fd: int, name: str, recs: Records, cap: int) -> None:
+    """Node ``cid``'s output streamed into ``name`` (its last ``cap`` bytes) and through ``recs``."""
+    from ddpctl.joboutput.lines import split_lines
+
+    tail = Tail(attempt_fd, name, cap)
+    try:
+        for line in split_lines(engine.logs(cid, timestamps=True)):
+            tail.add(line.encode("utf-8", "replace") + b"\n")
+            recs.add(line.partition(" ")[2])
+        tail.finish()
+    except BaseException:
+        tail.discard()
+        raise
