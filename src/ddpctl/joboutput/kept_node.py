@@ -13,6 +13,8 @@ import shutil
 from ddpctl.joboutput import kept_files, kept_meta
 from ddpctl.joboutput import records as rec_mod
 
+MAX_LINE = 1 << 20  # bytes of one kept line read back for its record (a longer one is no record)
+
 
 class Tail:
     """The last ``cap`` bytes (whole lines) of what :meth:`add` is given, on disk in two rolling segments of at
@@ -110,3 +112,14 @@ def keep_node(engine, cid: str, attempt_fd: int, name: str, recs: Records, cap: 
     except BaseException:
         tail.discard()
         raise
+
+
+def read_node(attempt_fd: int, name: str, recs: Records) -> None:
+    """An earlier attempt's kept log (its containers are gone) read back line by line through ``recs``."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=attempt_fd)
+    except OSError:
+        return
+    with open(fd, "rb") as f:
+        while line := f.readline(MAX_LINE):  # a longer line comes in pieces: none of them is a record
+            recs.add(line.decode("utf-8", "replace").rstrip("\r\n").partition(" ")[2])

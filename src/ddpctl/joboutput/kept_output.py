@@ -115,14 +115,18 @@ def _keep_into(engine, job, removing, found, folder, job_fd, meta, node_ranks) -
     ids = dict(meta.get("containers") or {})
     with kept_files.AtomicFile(job_fd, "progress.jsonl") as progress:
         recs = kept_node.Records(progress)
-        for c in sorted(found, key=lambda c: (attempt_of(c.labels), int(c.labels[LABEL_NODE]))):
-            a, n = str(attempt_of(c.labels)), c.labels[LABEL_NODE]
-            attempt_fd = kept_files.open_folder(job_fd, f"attempt-{a}", create=True)
+        now = {(attempt_of(c.labels), int(c.labels[LABEL_NODE])): c for c in found}
+        earlier = [(a, n) for a, n in _kept_nodes(job_fd) if (a, n) not in now]  # attempts whose containers went
+        for a, n in sorted([*now, *earlier]):
+            attempt_fd = kept_files.open_folder(job_fd, f"attempt-{a}", create=(a, n) in now)
             try:
-                kept_node.keep_node(engine, c.id, attempt_fd, f"node-{n}.log", recs, NODE_LOG_BYTES)
+                if (a, n) in now:
+                    kept_node.keep_node(engine, now[a, n].id, attempt_fd, f"node-{n}.log", recs, NODE_LOG_BYTES)
+                    ids.setdefault(str(a), {})[str(n)] = now[a, n].id
+                else:
+                    kept_node.read_node(attempt_fd, f"node-{n}.log", recs)
             finally:
                 os.close(attempt_fd)
-            ids.setdefault(a, {})[n] = c.id
     last = max(int(a) for a in ids)
     cur = [c for c in found if attempt_of(c.labels) == last]
     codes = {c.labels[LABEL_NODE]: c.exit_code for c in cur if not c.running}
@@ -148,6 +152,27 @@ def _keep_into(engine, job, removing, found, folder, job_fd, meta, node_ranks) -
     kept_files.write_file(job_fd, "meta.json", text.encode("utf-8"))
     prune(keep_name=job)
     return folder
+
+
+def _kept_nodes(job_fd: int) -> list[tuple[int, int]]:
+    """(attempt, node) of every node log in the job's folder (links skipped)."""
+    out = []
+    for a_name in os.listdir(job_fd):
+        a = a_name.removeprefix("attempt-")
+        if not (a_name.startswith("attempt-") and a.isdigit() and len(a) <= 9):
+            continue
+        try:
+            a_fd = kept_files.open_folder(job_fd, a_name, create=False)
+        except OSError:
+            continue
+        try:
+            for f_name in os.listdir(a_fd):
+                n = f_name.removeprefix("node-").removesuffix(".log")
+                if f_name.startswith("node-") and f_name.endswith(".log") and n.isdigit() and len(n) <= 9:
+                    out.append((int(a), int(n)))
+        finally:
+            os.close(a_fd)
+    return out
 
 
 def _rotate(jobs_fd: int, job: str, meta: dict) -> None:
