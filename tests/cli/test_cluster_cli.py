@@ -52,8 +52,8 @@ def test_a_bad_engine_wait_is_refused_before_anything_starts(tmp_path):
     (["down"], "give a job name or --all"),
     (["down", "x", "--all"], "give a job name or --all"),
     (["logs", "x", "--since", "yesterday"], "--since 'yesterday'"),
-    (["logs", "x", "--tail", "-3"], "--tail must be at least 0"),
-    (["logs", "x", "--node", "-1"], "--node must be at least 0"),
+    (["logs", "x", "--tail", "-3"], "--tail must be a whole number from 0 to 10,000,000, got -3"),
+    (["logs", "x", "--node", "-1"], "--node must be a whole number from 0 to 100,000, got -1"),
     (["logs", "x", "--node", "one"], "'one' is not a valid integer; see 'ddpctl logs --help'"),
     (["up", "--nodes", "0", "--dry-run"], "'nodes'"),
     (["up", "--resume", "--nodes", "2"], "--resume continues job ddp from its checkpoints, which only a job with "

@@ -15,6 +15,7 @@ Rules, the same for every kept job:
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -48,7 +49,17 @@ def open_folder(parent: int | None, name: str | Path, *, create: bool) -> int:
             os.mkdir(name, DIR_MODE, dir_fd=parent)
         except FileExistsError:
             pass
-    fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        try:
+            link = stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode)
+        except OSError:
+            link = False
+        if link:
+            raise OSError(errno.ELOOP, "a symbolic link, which ddpctl does not follow in its state folder",
+                          str(name)) from None
+        raise exc
     if create:
         try:
             mode = stat.S_IMODE(os.fstat(fd).st_mode)

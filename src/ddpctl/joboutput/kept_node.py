@@ -23,13 +23,14 @@ class Tail:
     def __init__(self, dir_fd: int, name: str, cap: int) -> None:
         self.dir_fd, self.name, self.cap = dir_fd, name, cap
         self.segments: list[kept_files.AtomicFile] = [kept_files.AtomicFile(dir_fd, f"{name}.0")]
-        self.size = 0
+        self.size = self.rolled = 0
 
     def add(self, data: bytes) -> None:
         if self.size and self.size + len(data) > self.cap:
             if len(self.segments) == 2:
                 self.segments.pop(0).discard()
-            self.segments.append(kept_files.AtomicFile(self.dir_fd, f"{self.name}.{len(self.segments)}x"))
+            self.rolled += 1
+            self.segments.append(kept_files.AtomicFile(self.dir_fd, f"{self.name}.{self.rolled % 3}"))
             self.size = 0
         self.segments[-1].write(data[-self.cap:])
         self.size += min(len(data), self.cap)

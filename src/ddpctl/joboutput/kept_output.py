@@ -72,8 +72,10 @@ def keep_or_fail(engine, job: str, *, removing: bool = False) -> Path | None:
     except KeepFailed:
         raise
     except OSError as exc:
-        where = exc.filename or root() / job
-        why = "a symbolic link, which ddpctl does not follow there" if exc.errno == 40 else exc.strerror or exc
+        name = str(exc.filename or "")
+        where = root() / job / name if name.startswith("attempt-") else root() / job if name == job else \
+            root().parent / name if name == root().name else root().parent if name == "ddpctl" else name or root() / job
+        why = exc.strerror or exc
         raise KeepFailed(f"could not keep the output of job {job}: {where} ({why}); its containers stay",
                          f"fix the cause (free disk space, or remove {where}) and run 'ddpctl down {job}' again") from None
     except Exception as exc:  # noqa: BLE001 - any other failure: said, and the containers stay

@@ -1,0 +1,197 @@
+"""The kept output is never lost and never leaks: forged records, modes, links, bounds, strict JSON.
+
+The engine here is a stand-in holding containers in memory (``keep`` asks it for containers and their logs
+only): these tests are about the files ``keep`` writes and reads. The same paths on the real Docker Engine:
+tests/integration/test_kept_output_job.py.
+"""
+
+import json
+import os
+import stat
+
+import pytest
+
+from ddpctl.joboutput import kept_files, kept_meta, kept_output
+from ddpctl.local.engine_interface import ContainerInfo
+
+FORGED = [
+    '{"event": "progress", "step": 1, "rank": 0, "restart": "two", "time": 1.0}',  # a text restart
+    '{"event": "progress", "step": 2, "rank": 0, "time": "late", "total": [1]}',  # mixed types
+    '{"event": "progress", "step": 3, "rank": 0, "time": 2.0, "loss": ' + "9" * 400 + "}",  # a 400-digit number
+    '{"event": "progress", "step": 4, "rank": 0, "x": ' + "[" * 5000 + "]" * 5000 + "}",  # deep nesting
+    '{"event": "progress", "step": 5, "rank": 0, "samples_per_sec": NaN, "loss": Infinity}',
+    '{"event": "summary", "images_per_sec": "fast", "exit_code": 0}',
+    '{"event": "summary", "images_per_sec": ' + "1" * 400 + "}",
+]
+
+
+class Engine:
+    def __init__(self):
+        self.items = {}
+        self.removed = []
+
+    def add(self, cid, job, node, lines, *, state="exited", code=0, restarts=0, chunk=None):
+        labels = {"ddpctl.job": job, "ddpctl.node-rank": str(node), "ddpctl.restarts": str(restarts)}
+        info = ContainerInfo(cid, f"{job}-node-{node}", labels, state, None if state == "running" else code, 1000.0)
+        self.items[cid] = (info, [f"2026-01-01T00:00:{i % 60:02d}.000000000Z {t}" for i, t in enumerate(lines)], chunk)
+
+    def containers(self, label=None, name=None):
+        key, _, value = (label or "").partition("=")
+        return [c for c, _, _ in self.items.values() if not label or c.labels.get(key) == value]
+
+    def logs(self, cid, *, timestamps=False, **_):
+        data = ("\n".join(self.items[cid][1]) + "\n").encode()
+        size = self.items[cid][2] or len(data)
+        for i in range(0, len(data), size):
+            yield data[i:i + size]
+
+    def networks(self, label=None, name=None):
+        return []
+
+    def volumes(self, label=None, name=None):
+        return []
+
+    def remove_container(self, cid):
+        self.removed.append(cid)
+        del self.items[cid]
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    return tmp_path / "ddpctl" / "jobs"
+
+
+def strict_load(path):
+    def no(word):
+        raise AssertionError(f"{word} in {path}")
+
+    return json.loads(path.read_text(), parse_constant=no)
+
+
+def test_forged_records_never_stop_the_keep_and_meta_is_strict_json(state):
+    e = Engine()
+    e.add("a", "job", 0, ["hello", *FORGED, "bye"])
+    folder = kept_output.keep_or_fail(e, "job", removing=True)
+    meta = strict_load(folder / "meta.json")
+    assert meta["job"] == "job" and meta["result"] == "succeeded" and meta["final_samples_per_sec"] is None
+    summary = strict_load(folder / "summary.json")
+    assert summary["event"] == "summary"
+    for line in (folder / "progress.jsonl").read_text().splitlines():
+        strict_load_text = json.loads(line, parse_constant=lambda w: pytest.fail(w))
+        assert strict_load_text["event"] == "progress"
+    kept = kept_output.find("job")
+    assert [t for _, t in kept.merged()][0] == "hello" and [t for _, t in kept.merged()][-1] == "bye"
+    assert len(kept.merged()) == len(FORGED) + 2
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_folders_are_0700_and_files_0600_whatever_the_umask(state, umask):
+    old = os.umask(umask)
+    try:
+        e = Engine()
+        e.add("a", "job", 0, ["x", '{"event": "summary", "images_per_sec": 1.0}'])
+        folder = kept_output.keep(e, "job")
+    finally:
+        os.umask(old)
+    for p in [state.parent, state, folder, *folder.rglob("*")]:
+        mode = stat.S_IMODE(p.lstat().st_mode)
+        assert mode == (0o700 if p.is_dir() else 0o600), (p, oct(mode))
+
+
+def test_an_older_wide_folder_is_narrowed(state):
+    (state / "job" / "attempt-0").mkdir(parents=True)
+    os.chmod(state / "job", 0o755)
+    e = Engine()
+    e.add("a", "job", 0, ["x"])
+    kept_output.keep(e, "job")
+    assert stat.S_IMODE((state / "job").stat().st_mode) == 0o700
+
+
+def test_a_link_planted_for_the_job_folder_fails_the_keep_and_removes_nothing(state, tmp_path):
+    from ddpctl.local.executor import remove_job
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state.mkdir(parents=True)
+    (state / "job").symlink_to(elsewhere)
+    e = Engine()
+    e.add("a", "job", 0, ["secret"])
+    with pytest.raises(kept_output.KeepFailed) as info:
+        remove_job(e, "job")
+    assert "symbolic link" in info.value.message and "its containers stay" in info.value.message
+    assert "\n" not in info.value.message
+    assert e.removed == [] and list(elsewhere.iterdir()) == []
+    assert kept_output.find("job") is None and kept_output.all_kept() == []
+
+
+def test_links_planted_for_files_are_replaced_never_written_through_or_read(state, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    e = Engine()
+    e.add("a", "job", 0, ["first"])
+    folder = kept_output.keep(e, "job")
+    for name in ("meta.json", "progress.jsonl", "attempt-0/node-0.log"):
+        (folder / name).unlink()
+        (folder / name).symlink_to(victim)
+    kept_output.keep(e, "job")
+    assert victim.read_text() == "untouched"
+    assert not any(p.is_symlink() for p in folder.rglob("*"))
+    # read back: a link where a node's log belongs is skipped, never followed
+    (folder / "attempt-0" / "node-1.log").symlink_to(victim)
+    assert sorted(kept_output.find("job").lines) == [(0, 0)]
+
+
+def test_keep_removes_containers_only_after_the_keep(state):
+    from ddpctl.local.executor import remove_job
+
+    e = Engine()
+    e.add("a", "job", 0, ["x"])
+    assert remove_job(e, "job") == (1, 0, 0)
+    assert kept_output.find("job").meta["removed"] is True
+
+
+def test_a_node_log_keeps_its_last_bytes_as_whole_lines_streamed(state, monkeypatch):
+    monkeypatch.setattr(kept_output, "NODE_LOG_BYTES", 1000)
+    e = Engine()
+    lines = [f"line {i:05d}" for i in range(3000)]
+    e.add("a", "job", 0, lines, chunk=7)  # chunks that split lines anywhere
+    folder = kept_output.keep(e, "job")
+    data = (folder / "attempt-0" / "node-0.log").read_bytes()
+    assert 900 < len(data) <= 1000 and data.endswith(b"line 02999\n")
+    assert data.split(b"\n")[0].split(b" ", 1)[1].startswith(b"line ")  # starts at a whole line
+    assert not [p for p in (folder / "attempt-0").iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+@pytest.mark.parametrize("raw", [
+    {"job": ["x"], "nodes": "2", "restarts": "1", "ended": "yesterday", "duration_s": float("nan"),
+     "final_samples_per_sec": "fast", "hosts": "h", "exit_codes": {"0": "1", "x": 0}, "world_size": 10**400,
+     "tensorboard": {"dir": 3}, "containers": [1], "state": {"a": 1}, "result": 7},
+    [1, 2], "text", None, {"tensorboard": {"dir": "/tb", "container": None, "kept": 5}},
+])
+def test_meta_of_any_shape_reads_as_the_types_readers_expect(raw):
+    meta = kept_meta.clean(raw)
+    if not isinstance(raw, dict):
+        assert meta == {}
+        return
+    assert meta["nodes"] == 0 and meta["restarts"] == 0 and meta["ended"] is None and meta["duration_s"] is None
+    assert meta["final_samples_per_sec"] is None and meta["hosts"] == {} and meta["world_size"] is None
+    assert meta["state"] == "exited" and meta["result"] is None and meta["exit_codes"] == {}
+    tb = meta["tensorboard"]
+    assert tb is None or (tb["container"] == "" and tb["kept"] is None)
+    json.dumps(meta, allow_nan=False)
+
+
+@pytest.mark.parametrize("text", ['{"nodes": ' + "9" * 400 + "}", "[" * 100000, "{not json", "\x00\xff",
+                                  '{"ended": NaN, "result": "failed"}'])
+def test_a_bad_meta_json_on_disk_reads_without_failing(state, text):
+    (state / "job").mkdir(parents=True)
+    (state / "job" / "meta.json").write_text(text, errors="surrogateescape")
+    for k in kept_output.all_kept():
+        json.dumps(k.meta, allow_nan=False)
+    kept = kept_output.load(state / "job")
+    assert kept is not None and isinstance(kept.meta, dict)
+
+
+def test_strict_turns_non_finite_numbers_into_null():
+    assert kept_files.dumps({"a": [float("inf"), float("nan"), 1.5]}) == '{"a": [null, null, 1.5]}'
