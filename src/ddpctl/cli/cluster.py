@@ -200,8 +200,18 @@ def down(
     jobs = executor.all_jobs(engine) if all_jobs else [job]
     if not jobs:
         err("no ddpctl jobs to remove")
+    from ddpctl.joboutput.kept_output import KeepFailed
+
+    failed = 0
     for j in jobs:
-        removed = remove(engine, j)  # what ddpctl.Job.down() does
+        try:
+            removed = remove(engine, j)  # what ddpctl.Job.down() does
+        except KeepFailed as exc:
+            if not all_jobs:
+                raise
+            err(f"error: {exc.message}")  # the others are still removed; the exit code says one was not
+            failed += 1
+            continue
         if removed:
             vols = f" and {removed.volumes} volume(s)" if removed.volumes else ""
             where = f"; its output is kept in {removed.kept}" if removed.kept else ""
@@ -210,3 +220,5 @@ def down(
                 f"network(s){vols}{where}")
         else:
             err(f"job {j}: nothing to remove")
+    if failed:
+        raise typer.Exit(1)
