@@ -63,9 +63,15 @@ def test_forged_records_then_down_logs_status_and_ps_all_read_the_kept_output(en
     assert job_name in status.stdout and "Traceback" not in status.stderr
     status_json = ddpctl("status", job_name, "--json", check=True)
     assert json.loads(status_json.stdout)["job"] == job_name
+    # a folder an older or hostile run left: values of the wrong type never fail 'ps --all'
+    hostile = folder.parent / f"{job_name}x"
+    hostile.mkdir(mode=0o700)
+    (hostile / "meta.json").write_text(json.dumps({"job": 5, "result": "failed", "ended": "yesterday", "nodes": [1],
+                                                   "duration_s": "long", "final_samples_per_sec": "fast"}))
     ps = ddpctl("ps", "--all", check=True)
-    row = next(r for r in ps.stdout.splitlines() if r.startswith(job_name))
+    row = next(r for r in ps.stdout.splitlines() if r.startswith(job_name + " "))
     assert "succeeded" in row and str(folder) in row
+    assert any(r.startswith(f"{job_name}x ") and "failed" in r for r in ps.stdout.splitlines()), ps.stdout
     # kept output: folders 0700, files 0600 (also for the state folder itself)
     for p in [folder.parent, folder, *folder.rglob("*")]:
         mode = stat.S_IMODE(p.lstat().st_mode)

@@ -182,7 +182,7 @@ def test_meta_of_any_shape_reads_as_the_types_readers_expect(raw):
     json.dumps(meta, allow_nan=False)
 
 
-@pytest.mark.parametrize("text", ['{"nodes": ' + "9" * 400 + "}", "[" * 100000, "{not json", "\x00\xff",
+@pytest.mark.parametrize("text", ['{"job": 5, "result": []}', '{"nodes": ' + "9" * 400 + "}", "[" * 100000, "{not json", "\x00\xff",
                                   '{"ended": NaN, "result": "failed"}'])
 def test_a_bad_meta_json_on_disk_reads_without_failing(state, text):
     (state / "job").mkdir(parents=True)
@@ -191,6 +191,7 @@ def test_a_bad_meta_json_on_disk_reads_without_failing(state, text):
         json.dumps(k.meta, allow_nan=False)
     kept = kept_output.load(state / "job")
     assert kept is not None and isinstance(kept.meta, dict)
+    assert not kept.meta or kept.meta["job"] == "job"
 
 
 def test_strict_turns_non_finite_numbers_into_null():

@@ -242,6 +242,8 @@ def load(folder: Path, *, with_lines: bool = True) -> Kept | None:
         lines = _read_lines(fd) if with_lines else {}
     finally:
         os.close(fd)
+    if meta and not meta.get("job"):
+        meta["job"] = folder.name.partition("@")[0]  # a meta.json without its job's name: the folder's
     return Kept(folder, meta or {}, lines)
 
 
