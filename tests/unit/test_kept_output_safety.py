@@ -196,3 +196,24 @@ def test_a_bad_meta_json_on_disk_reads_without_failing(state, text):
 
 def test_strict_turns_non_finite_numbers_into_null():
     assert kept_files.dumps({"a": [float("inf"), float("nan"), 1.5]}) == '{"a": [null, null, 1.5]}'
+
+
+def test_whole_lines_are_linear_bounded_and_cut_anywhere():
+    from ddpctl.joboutput.kept_node import whole_lines
+
+    data = b"a\r\nb\xff\nccc" + b"d" * 50 + b"\nend"
+    for size in (1, 2, 7, 1000):
+        chunks = [data[i:i + size] for i in range(0, len(data), size)]
+        out = b"".join(whole_lines(iter(chunks), max_line=20))
+        assert out.split(b"\n")[:2] == [b"a", "b\ufffd".encode()] and out.endswith(b"\nend\n")
+        assert max(len(x) for x in out.split(b"\n")) <= 20 + size  # a long line comes in pieces
+
+
+def test_the_engine_log_frames_are_cut_out_of_large_blocks():
+    from ddpctl.dockerengine.log_stream import demultiplex
+
+    frames = b"".join(bytes([1 + i % 2, 0, 0, 0]) + len(p).to_bytes(4, "big") + p
+                      for i, p in enumerate([b"one\n", b"two\n", b"", b"x" * 100 + b"\n"]))
+    for size in (1, 3, 9, 4096):
+        blocks = [frames[i:i + size] for i in range(0, len(frames), size)]
+        assert b"".join(demultiplex(iter(blocks))) == b"one\ntwo\n" + b"x" * 100 + b"\n"

@@ -47,7 +47,7 @@ def status_dict(name: str, engine: Engine | Callable[[], Engine]) -> dict:
     try:
         view = sources.docker_view(engine() if callable(engine) else engine, name)
     except EngineError:
-        if kept_output.find(name) is None:
+        if kept_output.find(name, with_lines=False) is None:
             raise
         view = None  # no engine answers: the kept output still says how the job ended
     if view is None:
@@ -182,7 +182,7 @@ def remove(engine: Engine, name: str) -> Removed:
     from ddpctl.local import executor
 
     n_c, n_n, n_v = executor.remove_job(engine, name)
-    kept = kept_output.find(name) if n_c else None
+    kept = kept_output.find(name, with_lines=False) if n_c else None  # where, not what: memory stays flat
     tb = (kept.meta.get("tensorboard") or {}) if kept else {}
     return Removed(name, n_c, n_n, n_v, kept.folder if kept else None, tb.get("kept") or tb.get("host_path"))
 

@@ -201,7 +201,7 @@ def job(name: str, *, docker_hosts: str | Sequence[str] | None = None) -> Job:
     from ddpctl.joboutput import kept_output
 
     found = Job(name, docker_hosts=docker_hosts)
-    if kept_output.find(found.name) is None and not current_nodes(found._engine(), found.name):
+    if kept_output.find(found.name, with_lines=False) is None and not current_nodes(found._engine(), found.name):
         raise UsageError(f"no job {name}: no containers and no kept output in {kept_output.root()}",
                          "list jobs with ddpctl.jobs() or 'ddpctl ps --all'")
     return found

@@ -224,7 +224,14 @@ class DockerEngine(Engine):
             kw["tail"] = tail
         if since is not None:
             kw["since"] = float(since) if since > 0 else 1  # fractional seconds: a re-attach resumes mid-second
-        return self.api.logs(cid, stream=True, **kw)  # chunks as the engine sends them: never all of it in memory
+        if follow:
+            return self.api.logs(cid, stream=True, **kw)  # each line as it comes
+        from ddpctl.dockerengine.log_stream import read_logs
+
+        params = {"stdout": 1, "stderr": 1, "timestamps": int(timestamps), "tail": "all" if tail is None else tail}
+        if "since" in kw:
+            params["since"] = kw["since"]
+        return read_logs(self.api, cid, params)  # in 1 MiB blocks: never all of it in memory
 
     def get_archive(self, cid: str, path: str) -> Iterator[bytes]:
         return self.api.get_archive(cid, path)[0]

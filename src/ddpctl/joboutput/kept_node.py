@@ -32,8 +32,11 @@ class Tail:
             self.rolled += 1
             self.segments.append(kept_files.AtomicFile(self.dir_fd, f"{self.name}.{self.rolled % 3}"))
             self.size = 0
-        self.segments[-1].write(data[-self.cap:])
-        self.size += min(len(data), self.cap)
+        if len(data) > self.cap:  # its last whole lines that fit (or the end of one longer line)
+            start = data.find(b"\n", len(data) - self.cap - 1) + 1
+            data = data[start:] if start < len(data) else data[-self.cap:]
+        self.segments[-1].write(data)
+        self.size += len(data)
 
     def finish(self) -> None:
         for seg in self.segments:
@@ -100,15 +103,41 @@ class Records:
         return kept_meta.clean({"final_samples_per_sec": rate})["final_samples_per_sec"]
 
 
-def keep_node(engine, cid: str, attempt_fd: int, name: str, recs: Records, cap: int) -> None:
-    """Node ``cid``'s output streamed into ``name`` (its last ``cap`` bytes) and through ``recs``."""
-    from ddpctl.joboutput.lines import split_lines
+def whole_lines(chunks, max_line: int = MAX_LINE):
+    """Blocks of whole lines (each ending in a newline) from ``chunks`` cut anywhere: a line's ``\\r\\n`` made
+    ``\\n``, invalid UTF-8 replaced; a line longer than ``max_line`` comes in pieces (each at most ``max_line`` and
+    one chunk). Linear: each
+    byte is copied a bounded number of times, and the line not ended yet is the only thing carried over."""
+    carry = b""
+    for chunk in chunks:
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        if not cut:
+            if len(data) < max_line:
+                carry = data
+                continue
+            data, cut = data + b"\n", len(data) + 1
+        carry = data[cut:]
+        yield _clean(data[:cut])
+    if carry:
+        yield _clean(carry + b"\n")
 
+
+def _clean(block: bytes) -> bytes:
+    return block.replace(b"\r\n", b"\n").decode("utf-8", "replace").encode("utf-8")
+
+
+def keep_node(engine, cid: str, attempt_fd: int, name: str, recs: Records, cap: int) -> None:
+    """Node ``cid``'s output streamed into ``name`` (its last ``cap`` bytes) and through ``recs``, a block of
+    lines at a time (only the lines that may be records are looked at one by one)."""
     tail = Tail(attempt_fd, name, cap)
     try:
-        for line in split_lines(engine.logs(cid, timestamps=True)):
-            tail.add(line.encode("utf-8", "replace") + b"\n")
-            recs.add(line.partition(" ")[2])
+        for block in whole_lines(engine.logs(cid, timestamps=True)):
+            tail.add(block)
+            if b'"event"' in block:
+                for line in block.split(b"\n"):
+                    if b'"event"' in line:
+                        recs.add(line.decode("utf-8").partition(" ")[2])
         tail.finish()
     except BaseException:
         tail.discard()

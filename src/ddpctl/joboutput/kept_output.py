@@ -273,12 +273,12 @@ def _read_lines(fd: int) -> dict[tuple[int, int], list[tuple[str, str]]]:
     return lines
 
 
-def find(job: str) -> Kept | None:
+def find(job: str, *, with_lines: bool = True) -> Kept | None:
     """The newest kept run of ``job`` (None when there is none, or its folder is a link: never followed)."""
     folder = root() / job
     if not job or "/" in job or job in (".", "..") or not kept_files.is_folder(folder):
         return None
-    kept = load(folder)
+    kept = load(folder, with_lines=with_lines)
     return kept if kept is not None and kept.meta else None
 
 
