@@ -7,7 +7,8 @@ peak RSS of ``ps``, ``status``, ``down`` and ``plot`` <= 150 MB for a job that p
 Starts a 1-node ``ddpctl up -d`` job on this host's Docker Engine whose program writes ``--lines`` plain lines of
 ``--line-bytes`` bytes (or ``--bytes`` in all), with a progress record (ddp_train.progress.report) every
 ``--every`` lines, and exits; then runs each command once as a child of this process (wall seconds, and its peak
-RSS from wait4). The kept output goes to a temporary XDG_STATE_HOME, removed at the end. Prints one row per
+RSS from wait4), and ``docker logs -t`` of the node once (the Engine's own time to read the log back: the floor
+under ``down``). The kept output goes to a temporary XDG_STATE_HOME, removed at the end. Prints one row per
 command, the load average before and after, and the commit of the line splitter in use; ``--json`` writes them.
 
     python benchmarks/kept_output.py --lines 500000 --line-bytes 40
@@ -96,11 +97,17 @@ def main() -> int:
         printed = steps * a.every * (width + 1)
         print(f"job {job} printed {steps * a.every:,} lines ({printed / 1e6:,.0f} MB) and {steps:,} records in "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
+        t1 = time.perf_counter()  # the floor: the Engine reading the log back to its own client
+        subprocess.run(["docker", "logs", "-t", f"{job}-node-0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=900)
+        rows.append({"command": "docker logs -t (reference)", "seconds": round(time.perf_counter() - t1, 2),
+                     "peak_rss_mb": None, "exit": 0, "stderr_tail": "", "after_down": False})
+        print(f"{'docker logs -t (the Engine alone, for reference)':67}{rows[-1]['seconds']:8.2f} s", flush=True)
         png = Path(state) / "p.png"
         for args in (["ps"], ["status", job], ["plot", job, "-o", str(png)], ["down", job],
                      ["ps", "--all"], ["status", job], ["logs", job, "--tail", "5"], ["plot", job, "-o", str(png)]):
             row = measure(args, env)
-            row["after_down"] = "down" in [r["command"].split()[1] for r in rows]
+            row["after_down"] = any(r["command"].startswith("ddpctl down") for r in rows)
             rows.append(row)
             print(f"{row['command'][:60]:60} {'(kept) ' if row['after_down'] else '       '}{row['seconds']:8.2f} s "
                   f"{row['peak_rss_mb']:8.1f} MB  exit {row['exit']}  {row['stderr_tail'][:80]}", flush=True)

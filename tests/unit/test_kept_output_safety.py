@@ -217,3 +217,17 @@ def test_the_engine_log_frames_are_cut_out_of_large_blocks():
     for size in (1, 3, 9, 4096):
         blocks = [frames[i:i + size] for i in range(0, len(frames), size)]
         assert b"".join(demultiplex(iter(blocks))) == b"one\ntwo\n" + b"x" * 100 + b"\n"
+
+
+def test_chunked_http_is_decoded_across_reads_of_any_size():
+    import io
+
+    from ddpctl.dockerengine.log_stream import dechunk
+
+    payloads = [b"one\n", b"x" * 300, b"two;three\r\n", b"\r\n"]
+    body = b"".join(b"%x\r\n" % len(p) + p + b"\r\n" for p in payloads) + b"0\r\n\r\n"
+    for size in (1, 2, 5, 64, 10000):
+        f = io.BytesIO(body)
+        assert b"".join(dechunk(lambda n, f=f, size=size: f.read(min(n, size)))) == b"".join(payloads)
+    with pytest.raises(OSError):
+        list(dechunk(io.BytesIO(b"zz\r\nabc").read))

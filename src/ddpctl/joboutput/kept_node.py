@@ -123,6 +123,19 @@ def whole_lines(chunks, max_line: int = MAX_LINE):
         yield _clean(carry + b"\n")
 
 
+def batched(chunks, size: int = 1 << 20):
+    """``chunks`` (an Engine's log stream: a line each, mostly) joined into blocks of about ``size`` bytes."""
+    parts, have = [], 0
+    for chunk in chunks:
+        parts.append(chunk)
+        have += len(chunk)
+        if have >= size:
+            yield b"".join(parts)
+            parts, have = [], 0
+    if parts:
+        yield b"".join(parts)
+
+
 def _clean(block: bytes) -> bytes:
     return block.replace(b"\r\n", b"\n").decode("utf-8", "replace").encode("utf-8")
 
@@ -132,7 +145,7 @@ def keep_node(engine, cid: str, attempt_fd: int, name: str, recs: Records, cap: 
     lines at a time (only the lines that may be records are looked at one by one)."""
     tail = Tail(attempt_fd, name, cap)
     try:
-        for block in whole_lines(engine.logs(cid, timestamps=True)):
+        for block in whole_lines(batched(engine.logs(cid, timestamps=True))):
             tail.add(block)
             if b'"event"' in block:
                 for line in block.split(b"\n"):
