@@ -29,6 +29,7 @@ class Engine:
     def __init__(self):
         self.items = {}
         self.removed = []
+        self.asks = []
 
     def add(self, cid, job, node, lines, *, state="exited", code=0, restarts=0, chunk=None):
         labels = {"ddpctl.job": job, "ddpctl.node-rank": str(node), "ddpctl.restarts": str(restarts)}
@@ -39,8 +40,10 @@ class Engine:
         key, _, value = (label or "").partition("=")
         return [c for c, _, _ in self.items.values() if not label or c.labels.get(key) == value]
 
-    def logs(self, cid, *, timestamps=False, **_):
-        data = ("\n".join(self.items[cid][1]) + "\n").encode()
+    def logs(self, cid, *, timestamps=False, tail=None, **_):
+        self.asks.append(tail)
+        lines = self.items[cid][1] if tail is None else self.items[cid][1][-tail:] if tail else []
+        data = ("\n".join(lines) + "\n").encode()
         size = self.items[cid][2] or len(data)
         for i in range(0, len(data), size):
             yield data[i:i + size]
@@ -161,6 +164,20 @@ def test_a_node_log_keeps_its_last_bytes_as_whole_lines_streamed(state, monkeypa
     assert 900 < len(data) <= 1000 and data.endswith(b"line 02999\n")
     assert data.split(b"\n")[0].split(b" ", 1)[1].startswith(b"line ")  # starts at a whole line
     assert not [p for p in (folder / "attempt-0").iterdir() if p.name.startswith(".")]  # no temporary left
+    # only the end is asked for: a probe of 1000 lines, then enough lines of that length to fill the cap
+    assert e.asks[0] == 1000 and len(e.asks) == 1  # 1000 lines of 41 bytes fill 1000 bytes at once
+
+
+def test_only_the_end_of_a_long_log_is_asked_for(state, monkeypatch):
+    monkeypatch.setattr(kept_output, "NODE_LOG_BYTES", 200_000)
+    e = Engine()
+    lines = [f"line {i:07d}" for i in range(200_000)] + ['{"event": "summary", "images_per_sec": 5.0}']
+    e.add("a", "job", 0, lines, chunk=65536)
+    folder = kept_output.keep(e, "job")
+    data = (folder / "attempt-0" / "node-0.log").read_bytes()
+    assert 190_000 < len(data) <= 200_000 and b"line 0199999" in data
+    assert e.asks[0] == 1000 and 4000 < e.asks[1] < 20_000 and len(e.asks) == 2, e.asks
+    assert kept_output.find("job").meta["final_samples_per_sec"] == 5.0
 
 
 @pytest.mark.parametrize("raw", [

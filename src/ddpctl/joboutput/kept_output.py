@@ -4,11 +4,11 @@ the user's state directory, ``$XDG_STATE_HOME/ddpctl/jobs/<job>/`` (``~/.local/s
 
     meta.json                 job, nodes, hosts, attempts, exit codes, state, result, start, end, final samples/s
     attempt-<R>/node-<N>.log  node N's output of attempt R (R restarts before it), each line "<RFC 3339 UTC> text"
-    progress.jsonl            every progress record of every attempt, in order
+    progress.jsonl            every progress record in the kept logs, in the order each node printed them
     summary.json              the last summary line (when the run wrote one)
     tensorboard/              ddp-train's TensorBoard event files, copied when down removes their volume
 
-Bounded: a node's log keeps its last :data:`NODE_LOG_BYTES`; the folder keeps the newest :data:`MAX_JOBS` jobs and
+Bounded: a node's log keeps its last :data:`NODE_LOG_BYTES` (only that end is read from the Engine); the folder keeps the newest :data:`MAX_JOBS` jobs and
 at most :data:`MAX_TOTAL_BYTES` in all, the oldest pruned first. A new run of a job name moves the folder of the
 previous run to ``<job>@<end time>``. ``ddpctl logs``, ``status``, ``ps --all`` and ``plot`` read it.
 """
