@@ -107,3 +107,19 @@ def test_status_reads_a_kept_folder_with_a_bad_meta_json(tmp_path, meta):
         assert "Traceback" not in proc.stderr, proc.stderr
         if isinstance(meta, dict):
             assert proc.returncode == 0 and "bad" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling link", "directory"])
+def test_plot_output_follows_the_o_rules_before_any_job_is_read(tmp_path, kind):
+    victim = tmp_path / "victim.png"
+    victim.write_text("untouched")
+    out = tmp_path / "progress.png"
+    if kind == "link":
+        out.symlink_to(victim)
+    elif kind == "dangling link":
+        out.symlink_to(tmp_path / "nowhere.png")
+    else:
+        out.mkdir()
+    proc = run("plot", "no-such-job", "-o", str(out), env={**os.environ, **NO_ENGINE})
+    one_line_exit_2(proc, "not a regular file")
+    assert victim.read_text() == "untouched" and not (tmp_path / "nowhere.png").exists()
