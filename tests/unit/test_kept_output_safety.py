@@ -10,6 +10,7 @@ import os
 import stat
 
 import pytest
+from job_records import summary_line
 
 from ddpctl.joboutput import kept_files, kept_meta, kept_output
 from ddpctl.local.engine_interface import ContainerInfo
@@ -74,18 +75,18 @@ def strict_load(path):
 
 def test_forged_records_never_stop_the_keep_and_meta_is_strict_json(state):
     e = Engine()
-    e.add("a", "job", 0, ["hello", *FORGED, "bye"])
+    e.add("a", "job", 0, ["hello", summary_line(images_per_sec=7.5), *FORGED, "bye"])
     folder = kept_output.keep_or_fail(e, "job", removing=True)
     meta = strict_load(folder / "meta.json")
-    assert meta["job"] == "job" and meta["result"] == "succeeded" and meta["final_samples_per_sec"] is None
-    summary = strict_load(folder / "summary.json")
-    assert summary["event"] == "summary"
+    assert meta["job"] == "job" and meta["result"] == "succeeded" and meta["final_samples_per_sec"] == 7.5
+    summary = strict_load(folder / "summary.json")  # the forged summaries after it are no summaries
+    assert summary["event"] == "summary" and summary["images_per_sec"] == 7.5
     for line in (folder / "progress.jsonl").read_text().splitlines():
         strict_load_text = json.loads(line, parse_constant=lambda w: pytest.fail(w))
         assert strict_load_text["event"] == "progress"
     kept = kept_output.find("job")
     assert [t for _, t in kept.merged()][0] == "hello" and [t for _, t in kept.merged()][-1] == "bye"
-    assert len(kept.merged()) == len(FORGED) + 2
+    assert len(kept.merged()) == len(FORGED) + 3
 
 
 @pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
@@ -171,7 +172,7 @@ def test_a_node_log_keeps_its_last_bytes_as_whole_lines_streamed(state, monkeypa
 def test_only_the_end_of_a_long_log_is_asked_for(state, monkeypatch):
     monkeypatch.setattr(kept_output, "NODE_LOG_BYTES", 200_000)
     e = Engine()
-    lines = [f"line {i:07d}" for i in range(200_000)] + ['{"event": "summary", "images_per_sec": 5.0}']
+    lines = [f"line {i:07d}" for i in range(200_000)] + [summary_line(images_per_sec=5.0)]
     e.add("a", "job", 0, lines, chunk=65536)
     folder = kept_output.keep(e, "job")
     data = (folder / "attempt-0" / "node-0.log").read_bytes()
