@@ -10,10 +10,10 @@ import os
 import stat
 
 import pytest
-from job_records import summary_line
 
 from ddpctl.joboutput import kept_files, kept_meta, kept_output
 from ddpctl.local.engine_interface import ContainerInfo
+from job_records import summary_line
 
 FORGED = [
     '{"event": "progress", "step": 1, "rank": 0, "restart": "two", "time": 1.0}',  # a text restart
