@@ -249,3 +249,18 @@ def test_chunked_http_is_decoded_across_reads_of_any_size():
         assert b"".join(dechunk(lambda n, f=f, size=size: f.read(min(n, size)))) == b"".join(payloads)
     with pytest.raises(OSError):
         list(dechunk(io.BytesIO(b"zz\r\nabc").read))
+
+
+def test_status_and_plot_hold_only_the_newest_lines_of_a_kept_log_and_say_so(state):
+    from ddpctl.watch import sources, status
+
+    e = Engine()
+    e.add("a", "job", 0, [f"line {i}" for i in range(50)] + [summary_line(images_per_sec=3.5)])
+    kept_output.keep_or_fail(e, "job", removing=True)
+    kept = kept_output.find("job", tail=10)
+    assert [t for _, t in kept.merged()] == [f"line {i}" for i in range(41, 50)] + [summary_line(images_per_sec=3.5)]
+    assert kept.cut == {(0, 0): 41}
+    assert kept.notes() == ["node 0: read only the last 10 lines of its kept output of attempt 0 (41 older ones not read)"]
+    assert len(kept_output.find("job").merged()) == 51 and kept_output.find("job").cut == {}  # logs: every line
+    st = status.build(sources.job_view(None, "job", tail=10), 0.0)
+    assert st["summary"]["images_per_sec"] == 3.5 and st["notes"] == kept.notes()

@@ -153,7 +153,7 @@ def _kept_lines(name: str, node, tail, start, records: bool, color: bool, say: S
     from ddpctl.joboutput.visible import visible
     from ddpctl.local import executor
 
-    kept = kept_output.find(name)
+    kept = kept_output.find(name, tail=tail or None)  # --tail N: only each node's last N lines are read
     if kept is None:
         return None
     last = max((a for a, _ in kept.lines), default=0)

@@ -139,7 +139,7 @@ def plot_cmd(
             except EngineError:
                 engine = False
         view = sources.docker_view(engine, name, tail=None) if engine else None
-        views.append(view or sources.job_view(None, name))
+        views.append(view or sources.job_view(None, name, tail=None))
     from ddpctl.joboutput.visible import visible
 
     for view in views:

@@ -19,7 +19,8 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpctl.joboutput import kept_files, kept_meta, kept_node, tensorboard
@@ -216,6 +217,12 @@ class Kept:
     folder: Path
     meta: dict
     lines: dict[tuple[int, int], list[tuple[str, str]]]  # (attempt, node) -> [(stamp, text)]
+    cut: dict[tuple[int, int], int] = field(default_factory=dict)  # (attempt, node) -> older lines not read (tail)
+
+    def notes(self) -> list[str]:
+        """One line per node log read only in part (``tail``), saying how much was left out."""
+        return [f"node {n}: read only the last {len(self.lines[(a, n)]):,} lines of its kept output of attempt {a} "
+                f"({c:,} older ones not read)" for (a, n), c in sorted(self.cut.items())]
 
     def texts(self, attempts=None) -> list[str]:
         return [t for (a, _), ls in sorted(self.lines.items()) if attempts is None or a in attempts for _, t in ls]
@@ -229,26 +236,30 @@ class Kept:
         return [(n, t) for _, n, t in entries]
 
 
-def load(folder: Path, *, with_lines: bool = True) -> Kept | None:
+def load(folder: Path, *, with_lines: bool = True, tail: int | None = None) -> Kept | None:
     """A kept job folder read back (None when ``folder`` is not a folder). Nothing inside it is read through a
-    link; a node's log is read up to its last :data:`NODE_LOG_BYTES`; a bad meta.json reads as {} (or its good
-    keys). ``with_lines=False``: the meta only."""
+    link; a node's log is read up to its last :data:`NODE_LOG_BYTES`, and only its last ``tail`` lines are held
+    when ``tail`` is given (``status`` and ``plot``: memory bounded by lines, not by what the job printed; the
+    lines left out are counted in :attr:`Kept.cut`); a bad meta.json reads as {} (or its good keys).
+    ``with_lines=False``: the meta only."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         meta = _read_meta(fd, "meta.json")
-        lines = _read_lines(fd) if with_lines else {}
+        lines, cut = _read_lines(fd, tail) if with_lines else ({}, {})
     finally:
         os.close(fd)
     if meta and not meta.get("job"):
         meta["job"] = folder.name.partition("@")[0]  # a meta.json without its job's name: the folder's
-    return Kept(folder, meta or {}, lines)
+    return Kept(folder, meta or {}, lines, cut)
 
 
-def _read_lines(fd: int) -> dict[tuple[int, int], list[tuple[str, str]]]:
+def _read_lines(fd: int, tail: int | None) -> tuple[dict[tuple[int, int], list[tuple[str, str]]],
+                                                    dict[tuple[int, int], int]]:
     lines: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    cut: dict[tuple[int, int], int] = {}
     for a_name in sorted(os.listdir(fd)):
         a = a_name.partition("-")[2]
         if not (a_name.startswith("attempt-") and a.isdigit() and len(a) <= 9):
@@ -263,22 +274,39 @@ def _read_lines(fd: int) -> dict[tuple[int, int], list[tuple[str, str]]]:
                 if f_name.startswith("node-") and f_name.endswith(".log") and n.isdigit() and len(n) <= 9:
                     data = kept_files.read_tail(a_fd, f_name, NODE_LOG_BYTES)
                     if data is not None:
-                        out = []
-                        for line in data.decode("utf-8", "replace").splitlines():
-                            stamp, _, text = line.partition(" ")
-                            out.append((stamp, text))
-                        lines[(int(a), int(n))] = out
+                        # lines end at "\n" only (a job's "\r" stays inside its line, as keep wrote it); with a
+                        # tail, only the newest lines are ever held
+                        count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+                        raw = [line.decode("utf-8", "replace") for line in deque(_split(data), maxlen=tail)]
+                        del data
+                        if tail is not None and count > tail:
+                            cut[(int(a), int(n))] = count - tail
+                        lines[(int(a), int(n))] = [(stamp, text) for stamp, _, text in
+                                                   (line.partition(" ") for line in raw)]
+                        del raw
         finally:
             os.close(a_fd)
-    return lines
+    return lines, cut
 
 
-def find(job: str, *, with_lines: bool = True) -> Kept | None:
-    """The newest kept run of ``job`` (None when there is none, or its folder is a link: never followed)."""
+def _split(data: bytes):
+    """The lines of ``data`` one at a time (ending at "\n"), never all of them in a list."""
+    start, end = 0, len(data)
+    while start < end:
+        stop = data.find(b"\n", start)
+        if stop < 0:
+            stop = end
+        yield data[start:stop]
+        start = stop + 1
+
+
+def find(job: str, *, with_lines: bool = True, tail: int | None = None) -> Kept | None:
+    """The newest kept run of ``job`` (None when there is none, or its folder is a link: never followed); ``tail``
+    as for :func:`load`."""
     folder = root() / job
     if not job or "/" in job or job in (".", "..") or not kept_files.is_folder(folder):
         return None
-    kept = load(folder, with_lines=with_lines)
+    kept = load(folder, with_lines=with_lines, tail=tail)
     return kept if kept is not None and kept.meta else None
 
 

@@ -17,6 +17,7 @@ from ddpctl.joboutput.records import stamp_seconds
 from ddpctl.watch.status import JobView, NodeView
 
 STATUS_TAIL = 5000  # lines of each node's live output status and ps read (plot: all, within the bounds)
+KEPT_TAIL = 200_000  # lines of each kept node log plot reads (status: STATUS_TAIL), the newest
 FILE_READ_BYTES = 32 * 2**20  # of a Slurm output file or a file given to plot: its last this many bytes
 
 
@@ -30,8 +31,9 @@ def docker_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView 
         return None
     attempt = max(kept_output.attempt_of(c.labels) for c in found)
     view = JobView(job, "docker", restarts=attempt)
-    kept = kept_output.find(job)
-    if kept is not None and attempt > 0:
+    kept = kept_output.find(job, tail=tail or KEPT_TAIL) if attempt > 0 else None
+    if kept is not None:
+        view.notes += kept.notes()
         view.lines += kept.texts(attempts=range(attempt))
     from concurrent.futures import ThreadPoolExecutor
 
@@ -66,7 +68,8 @@ def kept_view(kept: kept_output.Kept) -> JobView:
     if tb and tb.get("kept"):  # in this folder, wherever it is now (a new run of the name moves the old one)
         tb = {**tb, "kept": str(kept.folder / tensorboard.KEEP_DIR)}
     view = JobView(m.get("job", kept.folder.name), "kept", lines=kept.texts(), restarts=m.get("restarts", attempt),
-                   state=m.get("state") or "exited", result=m.get("result"), kept=str(kept.folder), tensorboard=tb)
+                   state=m.get("state") or "exited", result=m.get("result"), kept=str(kept.folder), tensorboard=tb,
+                   notes=kept.notes())
     codes = m.get("exit_codes") or {}
     for (a, n), lines in sorted(kept.lines.items()):
         if a == attempt:
@@ -77,12 +80,13 @@ def kept_view(kept: kept_output.Kept) -> JobView:
     return view
 
 
-def job_view(engine, job: str) -> JobView:
-    """A job's containers, else its kept output; a one-line error when neither exists."""
-    view = docker_view(engine, job) if engine is not None else None
+def job_view(engine, job: str, *, tail: int | None = STATUS_TAIL) -> JobView:
+    """A job's containers, else its kept output (each node's last ``tail`` lines, :data:`KEPT_TAIL` when None);
+    a one-line error when neither exists."""
+    view = docker_view(engine, job, tail=tail) if engine is not None else None
     if view is not None:
         return view
-    kept = kept_output.find(job)
+    kept = kept_output.find(job, tail=tail or KEPT_TAIL)
     if kept is not None:
         return kept_view(kept)
     raise UsageError(f"no job {job}: no containers and no kept output in {kept_output.root()}",
@@ -137,7 +141,7 @@ def slurm_view(job_id: str, directory: Path) -> JobView:
 def file_view(path: Path) -> JobView:
     """``plot FILE``: a kept job folder, a progress.jsonl, or any output/log file with records."""
     if path.is_dir():
-        kept = kept_output.load(path)
+        kept = kept_output.load(path, tail=KEPT_TAIL)
         if kept is None or not kept.lines and not (path / "progress.jsonl").exists():
             raise UsageError(f"{path} is not a kept job folder", "pass a job name, a folder under "
                              f"{kept_output.root()}, or a file with progress records")
