@@ -1,8 +1,9 @@
 """Hostile job output: a property test over what a job's processes may print (records with any JSON types, huge
 and deep values, NaN/inf, control and escape characters, invalid UTF-8, NUL, lines with no newline, very long
 lines, many lines), through ddpctl's one reader (joboutput.lines, joboutput.reading), ``status`` (text and
-``--json``), the ``ps`` progress column, the line ``up`` and ``logs`` print, the live line of an attached ``up``
-and ``plot``. Nothing raises, no control character the job printed reaches ddpctl's output (a tab in an output
+``--json``), the ``ps`` progress column, the line ``up`` and ``logs`` print, the live line of an attached ``up``,
+``plot``, and the keep step (``down``: strict JSON metadata, the kept folder read back by ``logs`` and
+``status``). Nothing raises, no control character the job printed reaches ddpctl's output (a tab in an output
 line aside), ``--json`` is strict JSON, and however the bytes are chunked the lines are the same.
 
 Real parts: the real splitter, record check, status builder, live line and matplotlib. No container runs here
@@ -167,3 +168,53 @@ def test_millions_of_lines_are_read_within_the_bounds_and_the_newest_records_win
     assert not any(has_control(line) for line in status.text(st_dict))
     first = reading.read_chunks(ManyLines(3_000_000).logs("c"), limit=reading.NODE_READ_BYTES)
     assert first.stopped and "read only the first 200,000 lines" in first.note(0)
+
+
+class NoEngine:
+    """A job that is gone: no container answers (``logs`` then reads its kept output)."""
+
+    def containers(self, label=None, name=None):
+        return []
+
+
+@settings(derandomize=True, max_examples=max(5, EXAMPLES // 5), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=output, nodes=st.integers(1, 2))
+def test_hostile_output_is_kept_in_strict_json_and_read_back_by_logs_and_status(data, nodes):
+    from test_kept_output_safety import Engine
+
+    from ddpctl.api import job_output
+    from ddpctl.joboutput import kept_output
+    from ddpctl.watch import sources
+
+    got = list(lines_mod.split_lines([data]))
+    engine = Engine()
+    for n in range(nodes):
+        engine.add(f"c{n}", "hostile", n, got, code=n)
+    with tempfile.TemporaryDirectory() as tmp:
+        before = os.environ.get("XDG_STATE_HOME")
+        os.environ["XDG_STATE_HOME"] = tmp
+        try:
+            folder = kept_output.keep_or_fail(engine, "hostile", removing=True)
+            assert folder is not None  # the keep never fails on what a job printed
+
+            def strict(path: Path):
+                return json.loads(path.read_text(), parse_constant=lambda word: pytest.fail(f"{word} in {path}"))
+
+            meta = strict(folder / "meta.json")
+            assert meta["job"] == "hostile" and meta["nodes"] == nodes
+            if (folder / "summary.json").exists():
+                strict(folder / "summary.json")
+            for line in (folder / "progress.jsonl").read_text().splitlines():
+                json.loads(line, parse_constant=lambda word: pytest.fail(word))
+            said: list[str] = []
+            shown = list(job_output.log_lines("hostile", NoEngine(), say=said.append))
+            assert len(shown) <= len(got) * nodes and said and not any(has_control(s, tab=True) for s in shown)
+            st_dict = status.build(sources.job_view(None, "hostile"), now=1.7e9)
+            json.dumps(st_dict, allow_nan=False)
+            assert not any(has_control(line) for line in status.text(st_dict))
+        finally:
+            if before is None:
+                os.environ.pop("XDG_STATE_HOME", None)
+            else:
+                os.environ["XDG_STATE_HOME"] = before
