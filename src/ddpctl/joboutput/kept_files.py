@@ -20,6 +20,7 @@ import json
 import math
 import os
 import stat
+from collections import deque
 from pathlib import Path
 
 from ddpctl.errors import DdpctlError
@@ -211,3 +212,50 @@ def read_tail(dir_fd: int, name: str, limit: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def read_node_logs(fd: int, limit: int, tail: int | None) -> tuple[dict[tuple[int, int], list[tuple[str, str]]],
+                                                                dict[tuple[int, int], int]]:
+    """Every ``attempt-<R>/node-<N>.log`` of the kept folder ``fd`` as (stamp, text) lines per (R, N), each read up
+    to its last ``limit`` bytes, and with ``tail`` only its last ``tail`` lines (the older ones counted per (R, N)
+    in the second dict); nothing is read through a link."""
+    lines: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    cut: dict[tuple[int, int], int] = {}
+    for a_name in sorted(os.listdir(fd)):
+        a = a_name.partition("-")[2]
+        if not (a_name.startswith("attempt-") and a.isdigit() and len(a) <= 9):
+            continue
+        try:
+            a_fd = open_folder(fd, a_name, create=False)
+        except OSError:
+            continue  # a link, or not a folder: never followed
+        try:
+            for f_name in sorted(os.listdir(a_fd)):
+                n = f_name.removeprefix("node-").removesuffix(".log")
+                if f_name.startswith("node-") and f_name.endswith(".log") and n.isdigit() and len(n) <= 9:
+                    data = read_tail(a_fd, f_name, limit)
+                    if data is not None:
+                        # lines end at "\n" only (a job's "\r" stays inside its line, as keep wrote it); with a
+                        # tail, only the newest lines are ever held
+                        count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+                        raw = [line.decode("utf-8", "replace") for line in deque(_lines_of(data), maxlen=tail)]
+                        del data
+                        if tail is not None and count > tail:
+                            cut[(int(a), int(n))] = count - tail
+                        lines[(int(a), int(n))] = [(stamp, text) for stamp, _, text in
+                                                   (line.partition(" ") for line in raw)]
+                        del raw
+        finally:
+            os.close(a_fd)
+    return lines, cut
+
+
+def _lines_of(data: bytes):
+    """The lines of ``data`` one at a time (ending at "\n"), never all of them in a list."""
+    start, end = 0, len(data)
+    while start < end:
+        stop = data.find(b"\n", start)
+        if stop < 0:
+            stop = end
+        yield data[start:stop]
+        start = stop + 1

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,56 +247,12 @@ def load(folder: Path, *, with_lines: bool = True, tail: int | None = None) -> K
         return None
     try:
         meta = _read_meta(fd, "meta.json")
-        lines, cut = _read_lines(fd, tail) if with_lines else ({}, {})
+        lines, cut = kept_files.read_node_logs(fd, NODE_LOG_BYTES, tail) if with_lines else ({}, {})
     finally:
         os.close(fd)
     if meta and not meta.get("job"):
         meta["job"] = folder.name.partition("@")[0]  # a meta.json without its job's name: the folder's
     return Kept(folder, meta or {}, lines, cut)
-
-
-def _read_lines(fd: int, tail: int | None) -> tuple[dict[tuple[int, int], list[tuple[str, str]]],
-                                                    dict[tuple[int, int], int]]:
-    lines: dict[tuple[int, int], list[tuple[str, str]]] = {}
-    cut: dict[tuple[int, int], int] = {}
-    for a_name in sorted(os.listdir(fd)):
-        a = a_name.partition("-")[2]
-        if not (a_name.startswith("attempt-") and a.isdigit() and len(a) <= 9):
-            continue
-        try:
-            a_fd = kept_files.open_folder(fd, a_name, create=False)
-        except OSError:
-            continue  # a link, or not a folder: never followed
-        try:
-            for f_name in sorted(os.listdir(a_fd)):
-                n = f_name.removeprefix("node-").removesuffix(".log")
-                if f_name.startswith("node-") and f_name.endswith(".log") and n.isdigit() and len(n) <= 9:
-                    data = kept_files.read_tail(a_fd, f_name, NODE_LOG_BYTES)
-                    if data is not None:
-                        # lines end at "\n" only (a job's "\r" stays inside its line, as keep wrote it); with a
-                        # tail, only the newest lines are ever held
-                        count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-                        raw = [line.decode("utf-8", "replace") for line in deque(_split(data), maxlen=tail)]
-                        del data
-                        if tail is not None and count > tail:
-                            cut[(int(a), int(n))] = count - tail
-                        lines[(int(a), int(n))] = [(stamp, text) for stamp, _, text in
-                                                   (line.partition(" ") for line in raw)]
-                        del raw
-        finally:
-            os.close(a_fd)
-    return lines, cut
-
-
-def _split(data: bytes):
-    """The lines of ``data`` one at a time (ending at "\n"), never all of them in a list."""
-    start, end = 0, len(data)
-    while start < end:
-        stop = data.find(b"\n", start)
-        if stop < 0:
-            stop = end
-        yield data[start:stop]
-        start = stop + 1
 
 
 def find(job: str, *, with_lines: bool = True, tail: int | None = None) -> Kept | None:
