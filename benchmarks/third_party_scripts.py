@@ -4,8 +4,10 @@
 The project is tests/integration/compatibility/ copied to a temporary folder (its requirements.txt names
 Lightning, Accelerate and transformers); the first run bakes the workspace image (the requirements layer from
 the host's package index), every later run finds it. Each run is `ddpctl up -n 2 --workdir DIR --bake -- python
-SCRIPT` with a unique name, then `ddpctl down` (untimed). A run counts as good when `up` exits 0 and no
-"terminate called" reached its output; a failed run's last lines are printed and the tool goes on.
+SCRIPT` with a unique name (and what the user sets for the entry, as the suite does: `-e ACCELERATE_USE_CPU=true`
+for Accelerate on CPU), then `ddpctl down` (untimed). A run counts as good when `up` exits 0, both ranks printed
+their last line ("rank 0/2", "rank 1/2") and no "terminate called" reached its output; a failed run's last lines
+are printed and the tool goes on.
 
     python benchmarks/third_party_scripts.py [--runs 20] [--entries plain_ddp,accelerate_train,...]
         [--image ddpctl/ddp-train:cpu] [--deadline SECONDS] [--json out.json]
@@ -34,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "integration" / "compatibility"
 ENTRIES = ("plain_ddp", "plain_ddp_no_destroy", "local_rank", "lightning_train", "accelerate_train",
            "transformers_trainer", "dataloader_workers")
+# what the user sets for an entry (docs/compatibility.md; tests/integration/test_third_party_scripts.py's ENV)
+ENV = {"accelerate_train": ["-e", "ACCELERATE_USE_CPU=true"]}
 
 
 def ddpctl_path() -> str:
@@ -41,9 +45,10 @@ def ddpctl_path() -> str:
 
 
 def one_run(project: Path, image: str, script: str) -> tuple[int, float, str]:
+    """(exit code, seconds, the output's last lines); exit -1: `up` exited 0 but its output shows a failure."""
     name = f"tp-{uuid.uuid4().hex[:8]}"
     argv = [ddpctl_path(), "up", "-n", "2", "--name", name, "--image", image, "--workdir", str(project), "--bake",
-            "--", "python", f"{script}.py"]
+            *ENV.get(script, []), "--", "python", f"{script}.py"]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
@@ -52,9 +57,12 @@ def one_run(project: Path, image: str, script: str) -> tuple[int, float, str]:
         subprocess.run([ddpctl_path(), "down", name], capture_output=True, text=True, timeout=300)
     text = proc.stdout + proc.stderr
     code = proc.returncode
+    tail = "\n".join(text.splitlines()[-6:])
     if code == 0 and "terminate called" in text:
-        code = -1  # never seen: an abort that up did not report
-    return code, wall, "\n".join(text.splitlines()[-6:])
+        code, tail = -1, "exit 0, but 'terminate called' in the output (an abort that up did not report)\n" + tail
+    elif code == 0 and not all(f"rank {rank}/2 " in proc.stdout for rank in (0, 1)):
+        code, tail = -1, "exit 0, but a rank's last line ('rank N/2 ...') is missing\n" + tail
+    return code, wall, tail
 
 
 def remove_images(project: Path) -> None:
@@ -89,7 +97,7 @@ def main() -> int:
     print(f"command: ddpctl up -n 2 --image {args.image} --workdir PROJECT --bake -- python SCRIPT.py "
           f"(x{args.runs} per entry, round robin over {len(entries)} entries)", flush=True)
     t0 = time.monotonic()
-    results: dict[str, list[tuple[int, float]]] = {e: [] for e in entries}
+    results: dict[str, list[tuple[int, float, str]]] = {e: [] for e in entries}
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "compat-project"
         shutil.copytree(SCRIPTS, project, ignore=shutil.ignore_patterns("__pycache__"))
@@ -100,7 +108,7 @@ def main() -> int:
                     stopped = True
                     break
                 code, wall, tail = one_run(project, args.image, entry)
-                results[entry].append((code, wall))
+                results[entry].append((code, wall, tail if code else ""))
                 print(f"run {i + 1} {entry}: exit {code} in {wall:.1f} s (load {os.getloadavg()[0]:.1f})",
                       flush=True)
                 if code != 0:
@@ -111,14 +119,14 @@ def main() -> int:
     bad = 0
     print("\nentry | runs | exit 0 | median s | max s")
     for entry, runs in results.items():
-        ok = sum(1 for c, _ in runs if c == 0)
+        ok = sum(1 for c, _, _ in runs if c == 0)
         bad += len(runs) - ok
-        walls = [w for _, w in runs] or [0.0]
+        walls = [w for _, w, _ in runs] or [0.0]
         print(f"{entry} | {len(runs)} | {ok}/{len(runs)} | {statistics.median(walls):.1f} | {max(walls):.1f}")
     print(f"total {time.monotonic() - t0:.0f} s" + (" (stopped at the deadline)" if stopped else ""))
     if args.json:
-        Path(args.json).write_text(json.dumps({e: [{"exit": c, "wall_s": round(w, 2)} for c, w in r]
-                                               for e, r in results.items()}, indent=1))
+        Path(args.json).write_text(json.dumps({e: [{"exit": c, "wall_s": round(w, 2), **({"tail": t} if t else {})}
+                                                    for c, w, t in r] for e, r in results.items()}, indent=1))
     return 1 if bad else 0
 
 

@@ -23,45 +23,18 @@ import shutil
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import yaml
 
-from end_of_training import SCRIPT
+from end_of_training import ENTRIES, ENV, SCRIPT, SCRIPTS
+from end_of_training import assert_printed as _printed
 from itest_helpers import ddpctl, remove_project_images
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("third_party_scripts")]
 
-SCRIPTS = Path(__file__).with_name("compatibility")
-
-# entry -> (script, what each rank prints at its end; {rank} filled in)
-ENTRIES = {
-    "plain-ddp": ("plain_ddp.py", "plain-ddp rank {rank}/2 steps 8"),
-    "plain-ddp-no-destroy": ("plain_ddp_no_destroy.py", "plain-ddp-no-destroy rank {rank}/2 steps 8"),
-    "local-rank": ("local_rank.py", "local-rank rank {rank}/2 local 0 batches 8"),
-    "lightning": ("lightning_train.py", "lightning 2.6.6 rank {rank}/2 steps 16"),
-    "accelerate": ("accelerate_train.py", "accelerate 1.15.0 rank {rank}/2 batches 8"),  # batches: 128 / 8 / 2
-    "transformers": ("transformers_trainer.py", "transformers 5.17.0 rank {rank}/2 steps 16"),
-    "dataloader-workers": ("dataloader_workers.py", "dataloader-workers rank {rank}/2 workers 2"),
-}
-# The rendered targets run the entries that left a process group or library threads open at exit (the ones the
-# launcher's worker runner exists for); every entry runs through `up`. Each two-node run costs the CI suite
-# tens of seconds on 2 cores, so the other entries are covered once, by `up`.
+# The Slurm target of the same entries: tests/slurm/test_third_party_slurm.py.
 RENDERED = ("plain-ddp-no-destroy", "transformers")
-
-
-
-# what the user sets for an entry (docs/compatibility.md): on nodes without GPUs, Accelerate runs distributed only
-# when asked to use the CPU (ACCELERATE_USE_CPU, what `accelerate launch --cpu` sets); else every process trains
-# alone
-ENV = {"accelerate": ["-e", "ACCELERATE_USE_CPU=true"]}
-
-
-def _printed(out: str, entry: str) -> None:
-    for rank in (0, 1):
-        line = ENTRIES[entry][1].format(rank=rank)
-        assert line in out, f"{entry}: no '{line}' in\n{out[-3000:]}"
 
 
 @pytest.fixture(scope="module")
