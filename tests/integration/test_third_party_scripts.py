@@ -5,13 +5,14 @@ processes), one project whose requirements.txt names the libraries, on 2 nodes o
 
 - ``ddpctl up -n 2 --workdir DIR --bake -- python SCRIPT``: the requirements layer made from the host's package
   index with no flag (the containers reach none here), then every entry exits 0 and every rank prints its line;
-- the rendered compose file (the baked image) under docker-compose 1.29.2;
-- the pods of the rendered PyTorchJob, built by the operator EMULATION in tests/k8s_contract.py (no Kubernetes
-  runs here, see test_k8s_operator_pods.py);
+- every entry through the rendered compose file (the baked image) under docker-compose 1.29.2;
+- every entry through the pods of the rendered PyTorchJob, built by the operator EMULATION in tests/k8s_contract.py
+  (no Kubernetes runs here, see test_k8s_operator_pods.py);
 - a script that finishes training and exits 3 on one rank: ``up`` exits 3 naming that rank; one whose rank keeps a
   thread alive after its program ended: ``up`` ends in bounded time (DDP_TRAIN_EXIT_TIMEOUT) with one line.
 
-The Slurm target of the same scripts is not run here (docs/compatibility.md says what a Slurm job of them needs).
+The Slurm target of the same entries is tests/slurm/test_third_party_slurm.py (the entries themselves:
+tests/support/end_of_training.py).
 Real: the Docker Engine, docker-compose, torchrun, gloo, the libraries at the versions of requirements.txt. All
 tests of this module run on one worker (one project, one baked image, built once).
 """
@@ -32,9 +33,6 @@ from end_of_training import assert_printed as _printed
 from itest_helpers import ddpctl, remove_project_images
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("third_party_scripts")]
-
-# The Slurm target of the same entries: tests/slurm/test_third_party_slurm.py.
-RENDERED = ("plain-ddp-no-destroy", "transformers")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +99,7 @@ def test_up_a_rank_that_does_not_exit_after_training(baked, project, cpu_image, 
     assert took < 300, took
 
 
-@pytest.mark.parametrize("entry", RENDERED)
+@pytest.mark.parametrize("entry", list(ENTRIES))
 def test_rendered_compose_file(baked, engine, tmp_path, entry):
     compose = shutil.which("docker-compose")
     if compose is None:
@@ -122,7 +120,7 @@ def test_rendered_compose_file(baked, engine, tmp_path, entry):
     _printed(run.stdout, entry)
 
 
-@pytest.mark.parametrize("entry", RENDERED)
+@pytest.mark.parametrize("entry", list(ENTRIES))
 def test_emulated_pytorchjob(baked, engine, entry):
     from test_k8s_operator_pods import _run_pods
 
