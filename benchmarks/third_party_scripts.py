@@ -94,7 +94,8 @@ def main() -> int:
     load = os.getloadavg()
     print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
           f"load average before {load[0]:.2f}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
-    print(f"command: ddpctl up -n 2 --image {args.image} --workdir PROJECT --bake -- python SCRIPT.py "
+    print(f"command: ddpctl up -n 2 --image {args.image} --workdir PROJECT --bake [-e ACCELERATE_USE_CPU=true for "
+          f"accelerate_train] -- python SCRIPT.py "
           f"(x{args.runs} per entry, round robin over {len(entries)} entries)", flush=True)
     t0 = time.monotonic()
     results: dict[str, list[tuple[int, float, str]]] = {e: [] for e in entries}
