@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 
+from attached import OnPty
 from ddpctl.joboutput.visible import has_control
 from itest_helpers import DDPCTL, ddpctl
 
@@ -82,41 +83,16 @@ print("done \x1b]0;owned\x07 \x1b[2J", flush=True)
 '''
 
 
-class OnPty:
-    """An attached ``ddpctl up`` on a pseudo-terminal (its stdout and stderr), its output collected."""
-
-    def __init__(self, args: list[str], cwd):
-        import pty
-        import threading
-
-        master, slave = pty.openpty()
-        self.proc = subprocess.Popen([DDPCTL, "up", *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                                     cwd=cwd, env=dict(os.environ, NO_COLOR="1"), start_new_session=True)
-        os.close(slave)
-        self.master, self.chunks = master, []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        while True:
-            try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            self.chunks.append(data)
-
-
 def test_an_attached_up_on_a_terminal_outlives_nan_and_infinite_records(engine, cpu_image, job_name, tmp_path):
     (tmp_path / "live.py").write_text(LIVE_SCRIPT)
-    run = OnPty(["--name", job_name, "--image", cpu_image, "--workdir", ".", "--", "python", "live.py"], tmp_path)
+    run = OnPty("--name", job_name, "--image", cpu_image, "--workdir", ".", "--", "python", "live.py", cwd=tmp_path)
     try:
         code = run.proc.wait(timeout=180)
     finally:
         if run.proc.poll() is None:
             run.proc.kill()
     time.sleep(0.3)
-    out = b"".join(run.chunks).decode("utf-8", "replace")
+    out = run.text
     assert code == 0, out[-3000:]
     assert "Traceback" not in out and "progress: step 1/4 (25%)" in out
     assert "done \\x1b]0;owned\\x07 \\x1b[2J" in out and "-50" not in out.replace('"step": -50', "")

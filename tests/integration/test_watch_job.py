@@ -6,13 +6,10 @@ and ``status`` the final result (the output kept under XDG_STATE_HOME, tests/con
 from __future__ import annotations
 
 import json
-import os
-import pty
-import subprocess
-import threading
 import time
 
-from itest_helpers import DDPCTL, ddpctl
+from attached import OnPty
+from itest_helpers import ddpctl
 
 TRAIN = ["ddp-train", "--workload", "toy", "--train-size", "2048", "--test-size", "256", "--batch-size", "32",
          "--epochs", "1", "--no-eval", "--log-interval", "1", "--checkpoint-every", "4", "--output-dir",
@@ -32,32 +29,6 @@ def _until(test, what: str, timeout: float = 240):
             return got
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-class OnPty:
-    """``ddpctl up`` attached to a pseudo-terminal (stdout and stderr), its output collected."""
-
-    def __init__(self, *args: str):
-        master, slave = pty.openpty()
-        self.proc = subprocess.Popen([DDPCTL, "up", *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                                     env=dict(os.environ, NO_COLOR="1"), start_new_session=True)
-        os.close(slave)
-        self.master, self.chunks = master, []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        while True:
-            try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            self.chunks.append(data)
-
-    @property
-    def text(self) -> str:
-        return b"".join(self.chunks).decode("utf-8", "replace")
 
 
 def test_watch_two_node_up_job_status_restart_and_kept_output(engine, cpu_image, job_name):

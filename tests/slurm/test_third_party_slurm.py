@@ -19,12 +19,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from test_workspace_slurm import APPTAINER_STANDIN, _standin_containers, socket_port
+from test_workspace_slurm import APPTAINER_STANDIN, socket_port, standins_left
 
 import registry as reg
 from end_of_training import ENTRIES, ENV, SCRIPTS, assert_printed
@@ -91,10 +90,5 @@ def test_entry_through_the_rendered_slurm_script(slurm_cluster, project, apptain
         assert_printed(log, entry)
         assert "terminate called" not in log, log[-3000:]
     finally:
-        deadline = time.monotonic() + 30
-        while _standin_containers() and time.monotonic() < deadline:  # --rm: they go when their step ends
-            time.sleep(0.5)
-        left = _standin_containers()
-        if left:
-            subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+        left = standins_left()
     assert not left, f"the stand-in left containers {left}"

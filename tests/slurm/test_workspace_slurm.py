@@ -78,6 +78,18 @@ def _standin_containers() -> list[str]:
                           text=True).stdout.split()
 
 
+def standins_left() -> list[str]:
+    """The stand-in's containers still there 30 s after a job (``--rm``: they go when their step ends), removed;
+    a test fails on them afterwards."""
+    deadline = time.monotonic() + 30
+    while _standin_containers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = _standin_containers()
+    if left:
+        subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+    return left
+
+
 @pytest.fixture
 def image_registry(tmp_path):
     problem = reg.missing()
@@ -123,12 +135,7 @@ def test_workspace_image_runs_through_the_rendered_apptainer_line(slurm_cluster,
         for rank in (0, 1):
             assert f"workspace-train rank {rank}/2 node {rank} sum 3 probe 4242 cwd /workspace" in log, log[-3000:]
     finally:
-        deadline = time.monotonic() + 30
-        while _standin_containers() and time.monotonic() < deadline:  # --rm: they go when their step ends
-            time.sleep(0.5)
-        left = _standin_containers()
-        if left:
-            subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+        left = standins_left()
         try:
             engine.images.remove(pinned, force=True)
         except Exception:  # noqa: BLE001 - not pulled

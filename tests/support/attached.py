@@ -1,8 +1,11 @@
 """An attached ``ddpctl up`` run in the background whose output is read as it comes, so a test can act (kill a
-node, restart or stop a Docker daemon) at a given training step."""
+node, restart or stop a Docker daemon) at a given training step; :class:`OnPty`, the same on a pseudo-terminal
+(the live line's case)."""
 
 from __future__ import annotations
 
+import os
+import pty
 import re
 import subprocess
 import threading
@@ -68,3 +71,29 @@ class Up:
 def no_traceback(up: Up) -> None:
     """No Python traceback, from the main flow or a thread, reached the user."""
     assert "Traceback" not in up.err and "Exception in thread" not in up.err, up.err
+
+
+class OnPty:
+    """``ddpctl up ARGS`` attached to a pseudo-terminal (its stdout and stderr), its output collected."""
+
+    def __init__(self, *args: str, cwd=None):
+        master, slave = pty.openpty()
+        self.proc = subprocess.Popen([DDPCTL, "up", *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                                     cwd=cwd, env=dict(os.environ, NO_COLOR="1"), start_new_session=True)
+        os.close(slave)
+        self.master, self.chunks = master, []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.chunks.append(data)
+
+    @property
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", "replace")
