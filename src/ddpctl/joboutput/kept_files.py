@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import stat
 from collections import deque
 from pathlib import Path
 
 from ddpctl.errors import DdpctlError
+from ddpctl.joboutput.records import json_safe
 
 DIR_MODE, FILE_MODE = 0o700, 0o600
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -136,20 +136,9 @@ def write_file(dir_fd: int, name: str, data: bytes) -> None:
         f.write(data)
 
 
-def strict(value):
-    """``value`` with every NaN and infinity made None (strict JSON), recursively through dicts and lists."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict(v) for v in value]
-    return value
-
-
 def dumps(value, **kw) -> str:
     """Strict JSON (``allow_nan=False`` after :func:`strict`)."""
-    return json.dumps(strict(value), allow_nan=False, **kw)
+    return json.dumps(json_safe(value), allow_nan=False, **kw)
 
 
 def read_bytes(dir_fd: int | None, name: str | Path, limit: int) -> bytes | None:

@@ -201,11 +201,12 @@ def format_eta(seconds: float | None) -> str:
 
 
 def json_safe(value):
-    """``value`` with every NaN or infinite float made None, so ``json.dumps(..., allow_nan=False)`` holds."""
+    """``value`` with every NaN or infinite float made None and every key a string, so ``json.dumps(...,
+    allow_nan=False)`` holds (status --json, the kept metadata)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
