@@ -110,7 +110,7 @@ def _text(st: dict) -> list[str]:
     for n in st["nodes"]:
         age = n["last_output_age_s"]
         table.append((str(n["node"]), n["state"], _fmt(n["exit_code"], "", ""), str(n["restarts"]),
-                      "-" if age is None else _age(age) + " ago", n["container"])
+                      "-" if age is None else rec_mod.format_eta(age) + " ago", n["container"])
                      + ((n["host"] or "",) if len(table[0]) == 7 else ()))
     if st["nodes"]:
         out += _table(table)
@@ -125,11 +125,6 @@ def _text(st: dict) -> list[str]:
                    _fmt(r["samples_per_sec"], ",.1f"), _fmt(r["loss"], ".4f"), rec_mod.format_eta(r["eta_s"]),
                    f"step {ck['step']}" if ck else "-", "<- slowest" if r["slowest"] else ""))
     return out + _table(rt)
-
-
-def _age(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 def _table(rows: list[tuple]) -> list[str]:
