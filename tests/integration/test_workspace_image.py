@@ -175,3 +175,23 @@ def test_bad_input_is_exit_2_before_any_build(engine, project, args, match):
     root, house = project
     out = ddpctl("image", "build", "--workdir", str(root), "--wheelhouse", str(house), *args)
     assert out.returncode == 2 and match in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_two_builds_at_once_make_one_requirements_layer_and_one_image(engine, base_image, project, repo):
+    """Two ``image build`` processes started together on a project whose requirements layer is not built yet
+    (two jobs started at once from one checkout): one installs the requirements, the other waits for it on this
+    host's build lock and finds the layer built, and both print the same image. Without the lock both install,
+    the layer gets two ids and the workspace image, tagged by its parent's id, two tags."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    root, house = project
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: _build(root, house, repo), range(2)))
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr[-2000:] for r in runs]
+    outs = [(r.stdout, r.stderr) for r in runs]
+    tags = {out.strip() for out, _ in outs}
+    assert len(tags) == 1, outs
+    installs = [err for _, err in outs if "installing requirements.txt on " in err]
+    assert len(installs) == 1, [err[-2000:] for _, err in outs]
+    other = next(err for _, err in outs if err not in installs)
+    assert ("was built by another ddpctl meanwhile" in other or "is cached" in other), other[-2000:]

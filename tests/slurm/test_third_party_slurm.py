@@ -53,6 +53,11 @@ def project(matrix_registry, tmp_path_factory):
 
     proj = tmp_path_factory.mktemp("third-party-slurm") / "compat-project"
     shutil.copytree(SCRIPTS, proj, ignore=shutil.ignore_patterns("__pycache__"))
+    # its own requirements layer (the layer's tag is a hash of the file's text): removing it at the end leaves
+    # the layer of the Docker tier's copy of this project (tests/integration/test_third_party_scripts.py), which
+    # may still be running, alone
+    with (proj / "requirements.txt").open("a") as f:
+        f.write("# the Slurm tier's copy of the project\n")
     repo = f"{matrix_registry.address}/matrix/compat-{uuid.uuid4().hex[:6]}"
     yield proj, repo
     remove_project_images(docker.from_env(), repo, proj)

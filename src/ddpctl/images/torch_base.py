@@ -26,7 +26,7 @@ from ddpctl import __version__, dockerengine
 from ddpctl.dockerengine.tools import image_id as _image_id
 from ddpctl.dockerengine.tools import image_labels
 from ddpctl.errors import EngineError, UsageError
-from ddpctl.images import host_wheels
+from ddpctl.images import build_lock, host_wheels
 from ddpctl.images.plans import DEFAULT_LOCAL_BASE, LABEL_BASE_HASH, LABEL_CUDA, LABEL_TORCH
 from ddpctl.images.tidy import BuildTrace, drop_if_untagged, tidy_build
 from ddpctl.images.workspace_build import run_build
@@ -108,19 +108,13 @@ def input_hash(base_id: str, torch_version: str, cuda_version: str) -> str:
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
 
 
-def cache_root() -> Path:
-    """ddpctl's cache directory ($XDG_CACHE_HOME/ddpctl, default ~/.cache/ddpctl)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ddpctl"
-
-
 def cuda_wheelhouse(target: host_wheels.Target, torch_version: str, cuda_version: str, *, progress,
                     index_url: str | None = None, ca_file: Path | None = None) -> Path:
     """The CUDA torch wheels for ``target``, downloaded once into the cache (keyed by versions and index)."""
     index_args = (["--index-url", index_url] if index_url else []) + (["--cert", str(ca_file)] if ca_file else [])
     key = hashlib.sha256(json.dumps([requirements(torch_version), index_url]).encode()).hexdigest()[:8]
     name = f"torch{torch_version}-cuda{cuda_version}-cp{target.python.replace('.', '')}-{target.machine}-{key}"
-    final = cache_root() / "wheelhouse" / name
+    final = build_lock.cache_root() / "wheelhouse" / name
     if final.is_dir():
         wheels = sorted(final.glob("*.whl"))
         progress.line(f"wheelhouse {final}: {len(wheels)} wheels, "

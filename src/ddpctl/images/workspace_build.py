@@ -21,6 +21,7 @@ from ddpctl import __version__, dockerengine
 from ddpctl.dockerengine.tools import image_id as _image_id
 from ddpctl.dockerengine.tools import image_labels
 from ddpctl.errors import EngineError
+from ddpctl.images import build_lock
 from ddpctl.images import workspace as ws
 from ddpctl.images.build_output import BuildProgress
 from ddpctl.images.tidy import BuildTrace, drop_if_untagged, tidy_build
@@ -133,24 +134,48 @@ def build_workspace(workspace: ws.Workspace, *, base: str, repository: str, tag:
     if workspace.requirements is not None:
         deps_key = ws.deps_hash(base_id, workspace.requirements, pip)
         parent = f"{ws.DEPS_REPO}:{deps_key}"
-        if _image_id(client, parent) is None or force:
-            from ddpctl.images import requirements_file, workspace_requirements
-
-            progress.line(f"installing {workspace.requirements.name} on {base} (requirements layer {parent}): "
-                          + requirements_file.describe(pip, requirements_file.options(workspace.requirements)))
-            sources = workspace_requirements.layer_sources(client, base, workspace.requirements, pip, progress)
-            try:
-                workspace_requirements.build_deps(client, base=base, tag=parent, requirements=workspace.requirements,
-                                  pip=sources.pip, no_index=sources.no_index, labels={ws.LABEL_WS_DEPS: deps_key},
-                                  line=progress.line, what=f"requirements layer from {workspace.requirements}")
-            finally:
-                sources.close()
-        else:
+        if _image_id(client, parent) is not None and not force:
             progress.line(f"requirements layer {parent} is cached (same base and {workspace.requirements.name}): "
                           "not rebuilt")
+        else:
+            with build_lock.held(f"workspace-deps-{deps_key}", what=f"requirements layer {parent}",
+                                 say=progress.line):
+                _requirements_layer(client, workspace, base=base, parent=parent, deps_key=deps_key, pip=pip,
+                                    progress=progress, force=force)
     parent_id = _image_id(client, parent) or ""
     content = _content_hash(parent_id, workspace)
     ref = ws.workspace_tag(repository, tag, content)
+    with build_lock.held(f"workspace-{content[:32]}", what=f"workspace image {ref}", say=progress.line):
+        return _code_layer(client, workspace, base=base, parent=parent, ref=ref, content=content,
+                           deps_key=deps_key, progress=progress, force=force, t0=t0)
+
+
+def _requirements_layer(client, workspace: ws.Workspace, *, base: str, parent: str, deps_key: str,
+                        pip: ws.PipOptions, progress: BuildProgress, force: bool) -> None:
+    """Build the requirements layer ``parent`` (this host's lock for it held): unless another process built it
+    while this one waited for the lock."""
+    assert workspace.requirements is not None
+    if _image_id(client, parent) is not None and not force:
+        progress.line(f"requirements layer {parent} was built by another ddpctl meanwhile (same base and "
+                      f"{workspace.requirements.name}): not rebuilt")
+        return
+    from ddpctl.images import requirements_file, workspace_requirements
+
+    progress.line(f"installing {workspace.requirements.name} on {base} (requirements layer {parent}): "
+                  + requirements_file.describe(pip, requirements_file.options(workspace.requirements)))
+    sources = workspace_requirements.layer_sources(client, base, workspace.requirements, pip, progress)
+    try:
+        workspace_requirements.build_deps(client, base=base, tag=parent, requirements=workspace.requirements,
+                                          pip=sources.pip, no_index=sources.no_index,
+                                          labels={ws.LABEL_WS_DEPS: deps_key}, line=progress.line,
+                                          what=f"requirements layer from {workspace.requirements}")
+    finally:
+        sources.close()
+
+
+def _code_layer(client, workspace: ws.Workspace, *, base: str, parent: str, ref: str, content: str, deps_key: str,
+                progress: BuildProgress, force: bool, t0: float) -> WorkspaceImage:
+    """The workspace image ``ref`` (this host's lock for it held): found up to date, or built on ``parent``."""
     existing = image_labels(client, ref)
     if existing is not None and existing.get(ws.LABEL_WS_HASH) == content and not force:
         progress.done(f"{ref} is up to date ({len(workspace.files)} files, content {content[:16]})")
