@@ -146,6 +146,40 @@ def test_links_planted_for_files_are_replaced_never_written_through_or_read(stat
     assert sorted(kept_output.find("job").lines) == [(0, 0)]
 
 
+def test_the_temporary_files_of_a_killed_keep_are_swept_by_the_next(state):
+    """A keep killed mid-write (SIGKILL: no ``finally`` runs) leaves its ``.<name>.<pid>.tmp`` files; the next
+    keep of the job removes those whose process is gone and leaves a live writer's alone."""
+    import signal
+    import subprocess
+    import sys
+
+    e = Engine()
+    e.add("a", "job", 0, ["x"])
+    folder = kept_output.keep(e, "job")
+    writer = (
+        "import os, sys, time\n"
+        "from ddpctl.joboutput import kept_files\n"
+        "for sub in ('', 'attempt-0'):\n"
+        "    fd = os.open(os.path.join(sys.argv[1], sub), os.O_RDONLY)\n"
+        "    kept_files.AtomicFile(fd, 'node-0.log' if sub else 'progress.jsonl').write(b'half' * 1000)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", writer, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        live = folder / ".meta.json.1.tmp"  # a writer that is still running (process 1 always is)
+        live.write_text("in progress")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(20)
+    left = sorted(p.name for p in folder.rglob(f"*.{proc.pid}.tmp"))
+    assert left == [f".node-0.log.{proc.pid}.tmp", f".progress.jsonl.{proc.pid}.tmp"]
+    kept_output.keep(e, "job")
+    assert list(folder.rglob(f"*.{proc.pid}.tmp")) == []
+    assert live.read_text() == "in progress"
+
+
 def test_keep_removes_containers_only_after_the_keep(state):
     from ddpctl.local.executor import remove_job
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from collections import deque
 from pathlib import Path
@@ -129,6 +130,37 @@ class AtomicFile:
             self.commit()
         else:
             self.discard()
+
+
+def sweep_stale(dir_fd: int) -> int:
+    """Remove the temporary files (``.<name>.<pid>.tmp``) that a keep killed before it could rename or unlink
+    them (SIGKILL, a lost machine) left in folder ``dir_fd``: those whose process is gone. Returns how many."""
+    removed = 0
+    for entry in os.listdir(dir_fd):
+        m = _TMP.match(entry)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        try:
+            os.unlink(entry, dir_fd=dir_fd)
+            removed += 1
+        except OSError:  # another keep's sweep took it first, or not ours to remove
+            pass
+    return removed
+
+
+_TMP = re.compile(r"^\..+\.([0-9]{1,10})\.tmp$")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process (or not a pid at all: leave the file)
+    return True
 
 
 def write_file(dir_fd: int, name: str, data: bytes) -> None:

@@ -103,6 +103,7 @@ def _keep(engine, job: str, removing: bool) -> Path | None:
         os.close(jobs_fd)
     folder = base / job
     try:
+        kept_files.sweep_stale(job_fd)
         return _keep_into(engine, job, removing, found, folder, job_fd, meta, node_ranks)
     finally:
         os.close(job_fd)
@@ -123,6 +124,7 @@ def _keep_into(engine, job, removing, found, folder, job_fd, meta, node_ranks) -
             attempt_fd = kept_files.open_folder(job_fd, f"attempt-{a}", create=(a, n) in now)
             try:
                 if (a, n) in now:
+                    kept_files.sweep_stale(attempt_fd)
                     kept_node.keep_node(engine, now[a, n].id, attempt_fd, f"node-{n}.log", recs, NODE_LOG_BYTES)
                     ids.setdefault(str(a), {})[str(n)] = now[a, n].id
                 else:
