@@ -1,6 +1,7 @@
 """This host's build lock (ddpctl.images.build_lock), with real processes and a real flock: a second holder waits
 and says so, gets the lock when the first ends (also when the first is killed), gives up after its bound with one
-line naming the fix, and never follows a link planted where the lock file goes."""
+line naming the fix, and never follows a link planted where the lock file goes (it builds without the lock
+then, saying so)."""
 
 from __future__ import annotations
 
@@ -87,10 +88,22 @@ def test_a_link_where_the_lock_file_goes_is_not_followed(tmp_path, monkeypatch):
     victim = tmp_path / "victim"
     victim.write_text("keep")
     (folder / "layer-a.lock").symlink_to(victim)
-    with pytest.raises(EngineError, match=r"^cannot open the build lock in "):
-        with build_lock.held("layer-a", what="x", say=print):
-            pass
-    assert victim.read_text() == "keep"
+    said: list[str] = []
+    ran = False
+    with build_lock.held("layer-a", what="requirements layer x", say=said.append):
+        ran = True
+    assert ran and victim.read_text() == "keep"
+    assert len(said) == 1 and said[0].startswith(f"note: cannot open the build lock in {folder} (")
+    assert "building requirements layer x without it" in said[0]
+
+
+def test_a_cache_folder_that_cannot_be_made_builds_without_the_lock(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    said: list[str] = []
+    with build_lock.held("layer-a", what="x", say=said.append):
+        pass
+    assert len(said) == 1 and "set XDG_CACHE_HOME to a writable folder" in said[0]
 
 
 def test_a_key_that_is_not_a_file_name_is_refused():

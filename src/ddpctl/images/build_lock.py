@@ -9,7 +9,8 @@ and the first process's next ``--bake`` finds a new parent and builds the worksp
 
 The lock is an advisory ``flock`` on ``$XDG_CACHE_HOME/ddpctl/locks/<key>.lock`` (0700 folder, 0600 file, not
 followed through a link), released when its holder ends, however it ends. The wait is bounded
-(:data:`WAIT_S`), with a line while it waits; builds on another host against the same Docker Engine are not
+(:data:`WAIT_S`), with a line while it waits. Where the lock cannot be opened (a read-only home, a link planted
+for it) the build goes on without it, saying so; builds on another host against the same Docker Engine are not
 serialised by it (they still build correct images, only twice).
 """
 
@@ -50,9 +51,11 @@ def held(key: str, *, what: str, say: Callable[[str], None], wait_s: float = WAI
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise EngineError(f"cannot open the build lock in {folder}: {exc.strerror or exc}",
-                          f"make {folder} writable (or set XDG_CACHE_HOME to a writable folder)") from None
+    except OSError as exc:  # a read-only home, a link planted for the file: build without taking turns
+        say(f"note: cannot open the build lock in {folder} ({exc.strerror or exc}): building {what} without it "
+            "(another ddpctl on this host may build it too); set XDG_CACHE_HOME to a writable folder")
+        yield
+        return
     try:
         _take(fd, what=what, say=say, wait_s=wait_s)
         yield
