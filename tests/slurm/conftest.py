@@ -54,3 +54,24 @@ def slurm_cluster(tmp_path_factory):
     yield c
     c.stop()
     assert not c.procs
+
+
+@pytest.fixture(autouse=True)
+def _slurm_test_isolated(request):
+    """Around each test that uses the cluster: every slurmd alive before it (one that died during an earlier test
+    is started again, with a warning), and no job of its left after it (a test that failed or timed out may
+    leave its job queued or running; it is cancelled, with a warning), so one failure stays in the test where it
+    happened instead of leaving every later two-node job pending."""
+    import warnings
+
+    if "slurm_cluster" not in request.fixturenames:
+        yield
+        return
+    c = request.getfixturevalue("slurm_cluster")
+    restarted = c.heal()
+    if restarted:
+        warnings.warn(f"{', '.join(restarted)} had died during an earlier test and was started again", stacklevel=1)
+    yield
+    left = c.cancel_all()
+    if left:
+        warnings.warn(f"job(s) {', '.join(left)} were still in the queue after the test: cancelled", stacklevel=1)
