@@ -44,11 +44,13 @@ dist.destroy_process_group()
 
 
 def launch(tmp_path, script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run ``script`` on 2 ranks under ddp-train-launch; ``env`` adds variables (a value None removes one)."""
     path = tmp_path / "train.py"
     path.write_text(script)
+    full = {**os.environ, "OMP_NUM_THREADS": "1", **env}
     return subprocess.run([sys.executable, "-m", "ddp_train.launcher.run", "--standalone", "--nproc-per-node", "2",
                            "--no-python", sys.executable, str(path), *args], capture_output=True, text=True,
-                          timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1", **env})
+                          timeout=240, env={k: v for k, v in full.items() if v is not None})
 
 
 def test_a_thread_left_in_a_gloo_call_no_longer_aborts_the_exit(tmp_path):
@@ -109,3 +111,34 @@ def test_a_hang_at_exit_is_bounded_and_said_in_one_line(tmp_path):
                            "the process was still running 20 s later (non-daemon threads still running at its end: "
                            "never-ends); killed it"), last
     assert took < 200, took
+
+
+# Leaves through os._exit (it used torch.distributed): what it printed without a flush, through Python and through
+# the C library (a pipe is fully buffered: nothing of either reaches it before the exit), its atexit handler, a
+# file it left open and its sys.exit code must all survive.
+LEAVES_BUFFERED = '''
+import atexit, ctypes, os, sys, torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = DDP(nn.Linear(4, 2))  # keeps its process group past destroy_process_group, as the tutorial script does
+dist.barrier()
+dist.destroy_process_group()
+atexit.register(lambda: print(f"atexit rank {rank}"))
+left_open = open(os.path.join(sys.argv[1], f"left-open-{rank}.txt"), "w")
+left_open.write("kept")
+print(f"python unflushed rank {rank}")
+ctypes.CDLL(None).printf(b"c stdio unflushed rank %d\\n", rank)
+sys.exit(5 if rank == 1 else 0)
+'''
+
+
+def test_leaving_without_finalisation_keeps_output_handlers_files_and_the_exit_code(tmp_path):
+    run = launch(tmp_path, LEAVES_BUFFERED, str(tmp_path), PYTHONUNBUFFERED=None)  # buffered, as by default
+    assert run.returncode == 5, run.stderr[-3000:]
+    for rank in (0, 1):
+        for line in (f"python unflushed rank {rank}", f"c stdio unflushed rank {rank}", f"atexit rank {rank}"):
+            assert f"rank-{rank} | {line}" in run.stdout, run.stdout[-3000:]
+        assert (tmp_path / f"left-open-{rank}.txt").read_text() == "kept"
+    assert run.stderr.splitlines()[-1].startswith("ddp-train-launch: rank 1 failed (exit code 5)"), run.stderr[-2000:]

@@ -19,10 +19,16 @@ What this runner does, after the program (``runpy``, as ``python SCRIPT`` / ``py
 3. ends the process group the program left open (``destroy_process_group``), saying so once (rank 0) when the
    program finished well (after a failure the group is open because of it, and the failure's own last line
    must stay the rank's last line: it is what the root-cause line names);
-4. leaves: with the program's exit code through ``os._exit`` when the program used ``torch.distributed`` and
-   daemon threads are still alive (after flushing every open file object, as finalisation would), so that
-   finalisation never meets them (ending the process group is not enough: a thread waiting on a peer holds the
-   group's connections until the peer closes them); else through normal finalisation.
+4. leaves: with the program's exit code through ``os._exit`` when the program used ``torch.distributed``
+   (after flushing every open file object and the C library's output buffers, as finalisation and ``exit``
+   would), so that finalisation never meets torch's C++ threads and objects; else through normal finalisation.
+   Ending the process group is not enough: a thread waiting on a peer holds the group's connections until the
+   peer closes them, and an object the program keeps (a ``DistributedDataParallel`` model holds its process
+   group even after ``destroy_process_group``) is torn down only during finalisation, where gloo's worker
+   threads may still hold tensors whose release takes the GIL: the same abort after a program that called
+   ``destroy_process_group`` itself (seen on a two-node Slurm job of PyTorch's plain DDP tutorial script).
+   What finalisation would still do is free memory and call the ``__del__`` of objects alive at exit, which
+   Python does not promise to call.
 
 The exit code is the program's: ``sys.exit(n)`` / ``SystemExit`` as Python maps it, 1 after an uncaught
 exception (its traceback printed by ``sys.excepthook``), and a signal's death stays a signal's death.
@@ -160,16 +166,22 @@ def run(argv: list[str]) -> int:
     distributed = "torch.distributed" in sys.modules
     if close_process_group() and code == 0 and os.environ.get("RANK", "0") == "0":
         print(NOTE, file=sys.stderr, flush=True)
-    if distributed and _daemon_threads_alive():
+    if distributed:
         _flush_open_files()
+        _flush_c_stdio()
         os._exit(code)
     return code
 
 
-def _daemon_threads_alive() -> bool:
-    import threading
+def _flush_c_stdio() -> None:
+    """What the C library's ``exit`` does and ``os._exit`` does not: flush its stdio buffers (a C extension's
+    ``printf`` into a pipe)."""
+    try:
+        import ctypes
 
-    return any(t.daemon and t.is_alive() for t in threading.enumerate() if t is not threading.current_thread())
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # pragma: no cover - no C library to ask: nothing buffered there
+        pass
 
 
 def main() -> int:
