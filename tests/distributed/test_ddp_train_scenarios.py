@@ -1,8 +1,10 @@
 """ddp-train's CPU scenario set gives the recorded results: summaries (without timing) and checkpoint bytes.
 
 The record (tests/support/ddp_train_scenarios.json, made by tests/support/ddp_train_scenarios.py --record) is
-what ddp-train computes; a change that should not alter behaviour keeps it byte for byte. A deliberate change of
-results re-records it (`--record`, then read the diff)."""
+what ddp-train computes, one entry per machine whose float results differ (a fingerprint of a conv, BN and
+linear step on one thread tells them apart); a change that should not alter behaviour keeps it byte for byte.
+A deliberate change of results re-records it (`--record`, then read the diff); a new machine's entry is recorded
+at a commit known to be good."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 
 import pytest
 
-from ddp_train_scenarios import SCENARIOS, probe, run_scenarios
+from ddp_train_scenarios import SCENARIOS, probe, record_for, run_scenarios
 
 pytestmark = pytest.mark.distributed
 
@@ -21,10 +23,12 @@ RECORD = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "su
 @pytest.fixture(scope="module")
 def record():
     with open(RECORD) as f:
-        rec = json.load(f)
-    if rec["probe"] != probe():
-        pytest.skip(f"this machine's float results differ from the recording machine's ({rec['probe']})")
-    return rec["scenarios"]
+        rec = record_for(json.load(f), here := probe())
+    if rec is None:
+        pytest.skip(f"no record of this machine's float results ({here}): make one with "
+                    "'tests/support/ddp_train_scenarios.py --record tests/support/ddp_train_scenarios.json' at a "
+                    "commit known to be good")
+    return rec
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

@@ -9,8 +9,9 @@ byte for byte.
     python tests/support/ddp_train_scenarios.py --check tests/support/ddp_train_scenarios.json [NAME ...]
 
 (with ``PYTHONPATH=src``). ``tests/distributed/test_ddp_train_scenarios.py`` runs the check. Float results
-depend on the CPU's kernels, so the record carries a fingerprint of this machine's arithmetic (`probe`); a
-check on a machine whose probe differs compares nothing and says so.
+depend on the CPU's kernels, so the record holds one entry per fingerprint of a machine's arithmetic (`probe`,
+on one thread as the scenarios run); ``--record`` adds or replaces this machine's entry, and a check on a
+machine with no entry compares nothing and says so.
 """
 
 from __future__ import annotations
@@ -165,9 +166,20 @@ SCENARIOS = {
 
 
 def probe() -> str:
-    """A fingerprint of this machine's float results for the ops the scenarios use (conv, matmul, BN)."""
+    """A fingerprint of this machine's float results for the ops the scenarios use (conv, matmul, BN), on one
+    thread as the scenarios' processes run (ddp_helpers.env sets OMP_NUM_THREADS=1): the thread count of the
+    process asking would change it, not the scenarios' results."""
     import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _probe(torch)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _probe(torch) -> str:
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
@@ -178,7 +190,7 @@ def probe() -> str:
     h = hashlib.sha256(loss.detach().numpy().tobytes())
     for p in net.parameters():
         h.update(p.grad.numpy().tobytes())
-    return f"torch {torch.__version__}: {h.hexdigest()}"
+    return f"torch {torch.__version__}, 1 thread: {h.hexdigest()}"
 
 
 def run_scenarios(names) -> dict:
@@ -200,22 +212,35 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     names = a.names or list(SCENARIOS)
     if a.record:
-        rec = {"probe": probe(), "scenarios": run_scenarios(names)}
+        try:
+            with open(a.record) as f:
+                records = json.load(f)["records"]
+        except FileNotFoundError:
+            records = []
+        here = probe()
+        mine = next((r for r in records if r["probe"] == here), None)
+        if mine is None:
+            records.append(mine := {"probe": here, "scenarios": {}})
+        mine["scenarios"].update(run_scenarios(names))
         with open(a.record, "w") as f:
-            json.dump(rec, f, indent=1, sort_keys=True)
+            json.dump({"records": records}, f, indent=1, sort_keys=True)
             f.write("\n")
         return 0
     with open(a.check) as f:
-        want = json.load(f)
-    if want["probe"] != probe():
-        print(f"skipped: this machine's float results differ from the recording's ({want['probe']})")
+        want = record_for(json.load(f), probe())
+    if want is None:
+        print("skipped: no record of this machine's float results (make one with --record at a commit known good)")
         return 0
     got = run_scenarios(names)
-    bad = [n for n in names if got[n] != want["scenarios"][n]]
+    bad = [n for n in names if got[n] != want[n]]
     for n in bad:
-        print(f"{n} differs:\n want {json.dumps(want['scenarios'][n], sort_keys=True)}\n got  "
-              f"{json.dumps(got[n], sort_keys=True)}")
+        print(f"{n} differs:\n want {json.dumps(want[n], sort_keys=True)}\n got  {json.dumps(got[n], sort_keys=True)}")
     return 1 if bad else 0
+
+
+def record_for(doc: dict, here: str) -> dict | None:
+    """The recorded scenarios of the machine whose float results ``here`` fingerprints (None: not recorded)."""
+    return next((r["scenarios"] for r in doc["records"] if r["probe"] == here), None)
 
 
 if __name__ == "__main__":
