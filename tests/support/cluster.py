@@ -187,8 +187,11 @@ class SlurmCluster:
         self._spawn("slurmctld", [_which("slurmctld"), "-D", "-f", str(self.conf)])
         self._wait(lambda: self._run("scontrol", "ping").returncode == 0, timeout, "slurmctld ping")
         for n in self.nodes:
-            self._spawn(f"slurmd-{n}", [_which("slurmd"), "-D", "-N", n, "-f", str(self.conf)])
+            self._spawn_slurmd(n)
         self._wait(self._nodes_idle, timeout, "nodes idle")
+
+    def _spawn_slurmd(self, node: str) -> None:
+        self._spawn(f"slurmd-{node}", [_which("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
 
     def _run(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
         return subprocess.run([_which(argv[0]), *argv[1:]], env=self.env(), capture_output=True, text=True,
@@ -239,7 +242,7 @@ class SlurmCluster:
             return []
         self.cancel_all()
         for n in dead:
-            self._spawn(f"slurmd-{n}", [_which("slurmd"), "-D", "-N", n, "-f", str(self.conf)])
+            self._spawn_slurmd(n)
         end = time.monotonic() + timeout
         while time.monotonic() < end and not self._nodes_idle():
             self._run("scontrol", "update", f"nodename={','.join(dead)}", "state=resume")  # DOWN on its loss

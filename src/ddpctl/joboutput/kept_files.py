@@ -132,6 +132,9 @@ class AtomicFile:
             self.discard()
 
 
+_TMP = re.compile(r"^\..+\.([0-9]{1,10})\.tmp$")  # AtomicFile's temporary names
+
+
 def sweep_stale(dir_fd: int) -> int:
     """Remove the temporary files (``.<name>.<pid>.tmp``) that a keep killed before it could rename or unlink
     them (SIGKILL, a lost machine) left in folder ``dir_fd``: those whose process is gone. Returns how many."""
@@ -146,9 +149,6 @@ def sweep_stale(dir_fd: int) -> int:
         except OSError:  # another keep's sweep took it first, or not ours to remove
             pass
     return removed
-
-
-_TMP = re.compile(r"^\..+\.([0-9]{1,10})\.tmp$")
 
 
 def _alive(pid: int) -> bool:
