@@ -93,6 +93,28 @@ def test_a_failed_rank_keeps_its_error_as_the_last_line(tmp_path):
     assert "ddp-train-launch: rank 1 failed (exit code 1): ValueError: boom on rank 1" in run.stderr, run.stderr[-3000:]
 
 
+# rank 1 fails and closes its connections at once, then takes long to leave (an exit handler): rank 0 fails on the
+# lost connection and exits first, and the agent stops rank 1 with SIGTERM. The blame and the exit code are still
+# rank 1's program's.
+RAISES_ON_1_SLOW_TO_LEAVE = """
+import atexit, time, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    atexit.register(time.sleep, 30)
+    time.sleep(0.5)
+    dist.destroy_process_group()
+    raise ValueError("boom on rank 1")
+dist.barrier()
+"""
+
+
+def test_a_failed_rank_the_agent_stopped_while_it_left_is_still_the_root_cause(tmp_path):
+    run = launch(tmp_path, RAISES_ON_1_SLOW_TO_LEAVE)
+    assert "closing signal SIGTERM" in run.stderr, run.stderr[-3000:]  # the case: rank 1 was stopped, not exited
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert run.stderr.splitlines()[-1] == "ddp-train-launch: rank 1 failed (exit code 1): ValueError: boom on rank 1"
+
+
 def test_exit_code_after_training_is_kept_and_named(tmp_path):
     run = launch(tmp_path, SCRIPT, "exit3")
     assert "rank-1 | trained rank 1" in run.stdout

@@ -58,10 +58,10 @@ def test_exit_timeout_env(monkeypatch):
         assert exits.exit_timeout() == exits.DEFAULT_EXIT_TIMEOUT
 
 
-def _note(watch: exits.ExitWatch, proc: subprocess.Popen, rank: int, ended: float, threads=()) -> None:
+def _note(watch: exits.ExitWatch, proc: subprocess.Popen, rank: int, ended: float, threads=(), code=0) -> None:
     with open(f"/proc/{proc.pid}/stat") as fh:
         start = fh.read().rsplit(")", 1)[1].split()[19]
-    note = {"rank": str(rank), "pid": proc.pid, "start": start, "ended": ended, "threads": list(threads)}
+    note = {"rank": str(rank), "pid": proc.pid, "start": start, "ended": ended, "code": code, "threads": list(threads)}
     with open(os.path.join(watch.directory, str(proc.pid)), "w") as fh:
         json.dump(note, fh)
 
@@ -86,14 +86,15 @@ def test_exit_watch_kills_only_what_outlived_its_bound():
     assert not os.path.exists(watch.directory)
 
 
-def test_exit_watch_forgets_a_process_that_exited():
+def test_exit_watch_forgets_a_process_that_exited_and_keeps_its_program_code():
     watch = exits.ExitWatch(timeout=1)
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
-        _note(watch, proc, 0, time.time() - 5)
+        _note(watch, proc, 0, time.time() - 5, code=3)
         proc.wait()
         watch.check()
         assert watch.hung == {} and os.listdir(watch.directory) == []
+        assert watch.programs_ended == {proc.pid: 3}
     finally:
         watch.close()
 

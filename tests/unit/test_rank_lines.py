@@ -83,6 +83,18 @@ def _failure(code: int, message: str = "To enable traceback see: https://pytorch
     return SimpleNamespace(exitcode=code, message=message)
 
 
+def test_root_cause_takes_the_program_code_of_a_rank_stopped_after_its_program_failed():
+    last = {0: ("RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:1234", 1.0),
+            1: ("ValueError: boom on rank 1", 0.5)}
+    failures = {0: SimpleNamespace(exitcode=1, message="", pid=100), 1: SimpleNamespace(exitcode=-15, message="", pid=101)}
+    cause = launcher.root_cause(failures, last, {}, {101: 1, 100: 1})
+    assert cause.line() == "ddp-train-launch: rank 1 failed (exit code 1): ValueError: boom on rank 1"
+    # without its note the agent's SIGTERM is all that is known: the lost peer's rank stays the cause
+    assert launcher.root_cause(failures, last).rank == 0
+    # a program that had finished well and was stopped while leaving is not the cause
+    assert launcher.root_cause(failures, last, {}, {101: 0}).rank == 0
+
+
 def test_root_cause_prefers_a_rank_that_did_not_lose_a_peer():
     last = {0: ("RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:1234", 1.0),
             3: ("ValueError: boom on rank 3", 2.0)}

@@ -8,7 +8,10 @@ from the end of a program to the exit of its process.
 - :class:`ExitWatch`: each wrapped worker notes the end of its program in a directory of the launcher's; a
   process still alive :data:`EXIT_TIMEOUT_ENV` seconds (default :data:`DEFAULT_EXIT_TIMEOUT`) later (a thread
   or an exit handler that never returns, a teardown that waits on a peer forever) is killed, and the launcher
-  reports that rank as :data:`EXIT_HUNG` with one line saying so.
+  reports that rank as :data:`EXIT_HUNG` with one line saying so. It also keeps each program's exit code by
+  process id (:attr:`ExitWatch.programs_ended`): a rank whose program failed and which the agent then stopped
+  with SIGTERM (a peer that lost the connection exited first) is reported with its program's code, not as
+  stopped.
 """
 
 from __future__ import annotations
@@ -123,6 +126,8 @@ class ExitWatch:
         self.poll = poll
         self.directory = tempfile.mkdtemp(prefix="ddp-train-launch-ends-")
         self.hung: dict[int, tuple[float, list[str]]] = {}  # rank -> (seconds it was given, threads alive at the end)
+        self.programs_ended: dict[int, int] = {}  # pid -> its program's exit code (a note seen, alive or not)
+        self._lock = threading.Lock()  # check() runs on the watch thread and, once more, at the end
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ddp-train-launch-exit-watch", daemon=True)
 
@@ -139,8 +144,11 @@ class ExitWatch:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def check(self, now: float | None = None) -> None:
-        """One look at the notes: kill what outlived its bound."""
-        now = time.time() if now is None else now
+        """One look at the notes: keep each program's exit code, kill what outlived its bound."""
+        with self._lock:
+            self._check(time.time() if now is None else now)
+
+    def _check(self, now: float) -> None:
         for path in Path(self.directory).glob("[0-9]*"):
             if path.suffix:
                 continue
@@ -148,8 +156,11 @@ class ExitWatch:
                 note = json.loads(path.read_text()[:4096])
                 pid, rank, ended = int(note["pid"]), (-1 if note["rank"] is None else int(note["rank"])), float(note["ended"])
                 threads = [str(t)[:60] for t in note.get("threads", [])][:8]
+                code = int(note.get("code", 0)) & 0xFF
             except (OSError, ValueError, KeyError, TypeError):
                 continue
+            if len(self.programs_ended) < 65536:
+                self.programs_ended[pid] = code
             start = _start_time(pid)
             if start is None or start != str(note.get("start", "")):
                 path.unlink(missing_ok=True)  # it exited (the pid may since belong to another process)

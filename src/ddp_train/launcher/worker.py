@@ -12,8 +12,10 @@ same time.
 
 What this runner does, after the program (``runpy``, as ``python SCRIPT`` / ``python -m MODULE`` would run it):
 
-1. notes the end of the program for the launcher (:data:`ENDED_DIR_ENV`): the launcher bounds the time from
-   there to the process's exit (a thread or exit handler that never returns), see :mod:`ddp_train.launcher.exits`;
+1. notes the end of the program and its exit code for the launcher (:data:`ENDED_DIR_ENV`): the launcher bounds
+   the time from there to the process's exit (a thread or exit handler that never returns), and a rank its agent
+   stopped while it was still leaving keeps its program's code in the root-cause line (another rank may fail on
+   the lost connection and exit first), see :mod:`ddp_train.launcher.exits`;
 2. the interpreter's own first steps of shutdown, in its order: ``threading``'s exit hooks, the join of every
    non-daemon thread, the ``atexit`` handlers (the program's, its libraries');
 3. ends the process group the program left open (``destroy_process_group``), saying so once (rank 0) when the
@@ -63,9 +65,10 @@ def exit_code_of(exc: SystemExit) -> int:
     return 1
 
 
-def note_end(directory: str | None) -> None:
-    """One small file per process (``<pid>``: rank, pid, start time, non-daemon threads alive): the launcher's
-    exit watchdog reads it (ddp_train.launcher.exits)."""
+def note_end(directory: str | None, code: int = 0) -> None:
+    """One small file per process (``<pid>``: rank, pid, start time, the program's exit code, non-daemon threads
+    alive): the launcher's exit watchdog reads it (ddp_train.launcher.exits), and the root-cause line takes the
+    program's own exit code from it when the agent stopped the process after its program had ended."""
     if not directory:
         return
     import json
@@ -80,7 +83,7 @@ def note_end(directory: str | None) -> None:
     alive = [t.name[:60] for t in threading.enumerate()
              if t is not threading.current_thread() and not t.daemon and t.is_alive()][:8]
     body = json.dumps({"rank": os.environ.get("RANK", ""), "pid": os.getpid(), "start": start,
-                       "ended": time.time(), "threads": alive})
+                       "ended": time.time(), "code": int(code), "threads": alive})
     path = os.path.join(directory, str(os.getpid()))
     try:
         with open(path + ".tmp", "w") as fh:
@@ -159,7 +162,7 @@ def run(argv: list[str]) -> int:
         except BaseException:  # noqa: BLE001 - as the interpreter does: the traceback, then exit code 1
             sys.excepthook(*sys.exc_info())
             code = 1
-        note_end(ended_dir)
+        note_end(ended_dir, code)
         _shutdown_threads_and_handlers()
     except SystemExit as exc:  # an exit handler's sys.exit wins, as in the interpreter
         code = exit_code_of(exc)
