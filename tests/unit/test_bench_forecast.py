@@ -54,17 +54,22 @@ def test_the_startup_measurement_as_ddp_train_would_see_it():
     assert net.startup_busbw_gbps(2, 1) == pytest.approx(10.0)
 
 
-@pytest.mark.parametrize("busbw", [None, 0.5, 2.0, 10.0, 24.9, 25.0, 300.0])
+@pytest.mark.parametrize("busbw", [None, 0.5, 2.0, 10.0, 20.0, 24.9, 25.0, 300.0])
 @pytest.mark.parametrize("world", [2, 4, 16])
-def test_the_plan_is_ddp_trains_auto_rule(busbw, world):
-    """The mirrored rule gives what ddp-train's own ``choose`` gives, for slow and fast links."""
+@pytest.mark.parametrize("t_1", [None, 0.005, 0.064, 1.0])
+def test_the_plan_is_ddp_trains_auto_rule(busbw, world, t_1):
+    """The mirrored rule gives what ddp-train's own ``choose`` gives, for slow and fast links, with and without
+    the step's compute time (a 1 s step over 20 GB/s keeps fp32)."""
     compression = pytest.importorskip("ddp_train.comm.compression")  # imports torch
+    params = 25_557_032
     theirs = compression.choose(compression="auto", graph_reducer="auto", bucket_mb=None, busbw_gbps=busbw,
-                                world=world)
-    mine = model.auto_plan(busbw, world)
+                                world=world, compute_s=t_1, grad_params=params)
+    mine = model.auto_plan(busbw, world, t_1=t_1, params=params)
     assert (mine.compression, mine.reducer, mine.bucket_mb) == (theirs.compression, theirs.graph_reducer,
                                                                  theirs.bucket_mb)
-    assert (model.SLOW_LINK_GBPS, model.PROBE_BYTES) == (compression.SLOW_LINK_GBPS, compression.PROBE_BYTES)
+    assert (model.SLOW_LINK_GBPS, model.PROBE_BYTES, model.OVERLAP_FRACTION, model.COMPRESSION_MIN_GAIN) == (
+        compression.SLOW_LINK_GBPS, compression.PROBE_BYTES, compression.OVERLAP_FRACTION,
+        compression.COMPRESSION_MIN_GAIN)
 
 
 def test_comm_time_counts_buckets_and_bytes():

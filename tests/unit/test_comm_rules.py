@@ -64,3 +64,42 @@ def test_socket_rule_keeps_user_values_and_off():
         env = dict(mode)
         socket_transport.apply(env, "/nonexistent")
         assert "NCCL_SOCKET_NTHREADS" not in env
+
+
+def test_prediction_known_answers():
+    """25M parameters over a 10 GB/s link at 2 ranks: fp32 100 MB -> 10 ms on the wire, bf16 5 ms; with 40 ms of
+    compute the bucketed reducer hides half of it (f = 0.5), the flat one none."""
+    from ddp_train.comm.compression import OVERLAP_FRACTION, predict
+
+    assert OVERLAP_FRACTION == 0.5
+    shape = dict(compute_s=0.040, grad_params=25_000_000, busbw_gbps=10.0, world=2)
+    flat = predict(**shape, compression="none", graph_reducer="flat")
+    assert (flat.comm_s, flat.exposed_s) == pytest.approx((0.010, 0.010))
+    assert flat.efficiency == pytest.approx(0.8)
+    bucketed = predict(**shape, compression="bf16", graph_reducer="bucketed")
+    assert (bucketed.comm_s, bucketed.exposed_s) == pytest.approx((0.005, 0.0025))
+    # the backward hides no more than the step computes: 1 ms of compute, 10 ms of fp32 all-reduce
+    short = predict(compute_s=0.001, grad_params=25_000_000, busbw_gbps=10.0, world=2, compression="none",
+                    graph_reducer="bucketed")
+    assert short.exposed_s == pytest.approx(0.009)
+    assert "predicted 80% of one GPU's pace (compute 40.0 ms, all-reduce 10.0 ms, 10.0 ms of it exposed)" \
+        == flat.describe()
+
+
+def test_slow_link_keeps_fp32_when_the_step_hides_it_and_says_its_prediction():
+    # ResNet-50-like (25.6M parameters, 64 ms of compute) over 10 GB/s: bf16 gains ~3.5 points -> bf16
+    p = choose(**AUTO, busbw_gbps=10.0, world=2, compute_s=0.064, grad_params=25_557_032)
+    assert (p.compression, p.graph_reducer) == ("bf16", "bucketed")
+    assert p.predicted is not None and p.predicted.efficiency == pytest.approx(0.064 / (0.064 + 0.00511 / 2), rel=1e-3)
+    assert "predicted 96% of one GPU's pace" in p.describe()
+    # a 1 s step over 20 GB/s: fp32's 5 ms all-reduce costs under a point -> fp32 kept, and why
+    p = choose(**AUTO, busbw_gbps=20.0, world=2, compute_s=1.0, grad_params=25_000_000)
+    assert (p.compression, p.graph_reducer) == ("none", "bucketed")
+    assert "compression none (bf16 would gain 0.1 points" in p.reason
+    # an explicit choice is never second-guessed; without the compute time there is no prediction
+    assert choose(compression="bf16", graph_reducer="auto", bucket_mb=None, busbw_gbps=20.0, world=2,
+                  compute_s=1.0, grad_params=25_000_000).compression == "bf16"
+    assert choose(**AUTO, busbw_gbps=20.0, world=2).predicted is None
+    # a fast link: fp32 flat as before, with its prediction
+    fast = choose(**AUTO, busbw_gbps=300.0, world=4, compute_s=0.0052, grad_params=11_173_962)
+    assert (fast.compression, fast.graph_reducer) == ("none", "flat") and fast.predicted.efficiency > 0.95

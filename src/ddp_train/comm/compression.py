@@ -19,6 +19,16 @@ milliseconds on NVLink and ~0.1 s on a 2 GB/s socket link.
   :data:`MIN_BUCKET_MB` and 25 MB.
 - CPU runs (gloo) and single-process runs: nothing measured, no compression (the ranks share a host).
 
+**The step's own compute time.** Where the link was measured, every rank also times the step's compute
+(:func:`ddp_train.model.compute_probe.measure`: forward and backward of a throwaway copy of the model on a
+synthetic batch of the run's shape, eager, the slowest rank's time) and the plan carries a
+:class:`Prediction`: ``t_step = t_compute + exposed``, the all-reduce time ``t_comm = 2(n-1)/n x wire bytes /
+busbw`` of which the bucketed reducer hides ``min(f x t_comm, t_compute)`` behind the backward
+(:data:`OVERLAP_FRACTION`; the flat reducer hides none), and the predicted share of one GPU's pace ``t_compute /
+t_step``, which the run's first line states. On a slow link it also decides the compression: bf16 only when it
+is predicted to gain at least :data:`COMPRESSION_MIN_GAIN` of that share over fp32 buckets (a step whose
+compute hides the fp32 all-reduce keeps its gradients' precision on the wire).
+
 ``powersgd`` (never picked by auto: it changes the optimisation, not only the rounding) is torch's PowerSGD
 hook (rank :data:`POWERSGD_RANK`, error feedback, plain all-reduce for the first
 :data:`POWERSGD_START_ITER` steps) on eager DDP; PowerSGD keeps per-step state on the host, so a run with it is
@@ -34,7 +44,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
@@ -47,9 +58,29 @@ PROBE_ITERS = 3
 BUCKET_WIRE_S = 0.004
 MIN_BUCKET_MB = 4.0
 DEFAULT_BUCKET_MB = 25.0
+OVERLAP_FRACTION = 0.5  # share of a bucketed all-reduce that runs during the backward (fitted 0.33-0.60 on H100)
+COMPRESSION_MIN_GAIN = 0.01  # bf16 on a slow link only when predicted to gain this much of one GPU's pace
 POWERSGD_RANK = 4
 POWERSGD_START_ITER = 10
 LINK_ENV = "DDP_TRAIN_LINK_GBPS"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a plan is predicted to cost per step (seconds) on the measured link."""
+
+    compute_s: float  # the step's compute, timed at start-up
+    comm_s: float  # the gradients' all-reduce on the link
+    exposed_s: float  # the part of it not hidden behind the backward
+
+    @property
+    def efficiency(self) -> float:
+        """Predicted share of one GPU's pace: ``t_compute / (t_compute + exposed)``."""
+        return self.compute_s / (self.compute_s + self.exposed_s)
+
+    def describe(self) -> str:
+        return (f"predicted {100 * self.efficiency:.0f}% of one GPU's pace (compute {1e3 * self.compute_s:.1f} ms, "
+                f"all-reduce {1e3 * self.comm_s:.1f} ms, {1e3 * self.exposed_s:.1f} ms of it exposed)")
 
 
 @dataclass(frozen=True)
@@ -59,25 +90,50 @@ class CommPlan:
     bucket_mb: float
     link_gbps: float | None  # busbw measured at start-up (or from DDP_TRAIN_LINK_GBPS), None when not measured
     reason: str
+    predicted: Prediction | None = None  # None: the link or the step's compute was not measured
 
     def describe(self) -> str:
+        said = f"; {self.predicted.describe()}" if self.predicted else ""
         return (f"grad_compression={self.compression} graph_reducer={self.graph_reducer} "
-                f"bucket_mb={self.bucket_mb:g}: {self.reason}")
+                f"bucket_mb={self.bucket_mb:g}: {self.reason}{said}")
+
+
+def predict(*, compute_s: float, grad_params: int, busbw_gbps: float, world: int, compression: str,
+            graph_reducer: str) -> Prediction:
+    """The step's predicted cost (pure): fp32 or bf16 gradients (powersgd counted as bf16: an upper bound) in
+    one all-reduce after the backward (flat) or in buckets during it (bucketed, ddp)."""
+    wire = grad_params * (4 if compression == "none" else 2)
+    comm = 2 * (world - 1) / world * wire / (busbw_gbps * 1e9)
+    hidden = 0.0 if graph_reducer == "flat" else min(OVERLAP_FRACTION * comm, compute_s)
+    return Prediction(compute_s, comm, comm - hidden)
 
 
 def choose(*, compression: str, graph_reducer: str, bucket_mb: float | None, busbw_gbps: float | None,
-           world: int, why_unmeasured: str = "") -> CommPlan:
-    """The rule (pure): what the auto settings become for a link of ``busbw_gbps`` (None: not measured)."""
+           world: int, why_unmeasured: str = "", compute_s: float | None = None,
+           grad_params: int | None = None) -> CommPlan:
+    """The rule (pure): what the auto settings become for a link of ``busbw_gbps`` (None: not measured);
+    ``compute_s`` (the step's compute, None: not measured) and ``grad_params`` (the gradients' element count) add
+    the prediction and let a slow link's step that hides fp32 buckets keep fp32."""
     slow = busbw_gbps is not None and busbw_gbps < SLOW_LINK_GBPS
     if busbw_gbps is None:
         link = why_unmeasured or "link not measured"
     else:
         link = (f"link {busbw_gbps:.1f} GB/s busbw {'<' if slow else '>='} {SLOW_LINK_GBPS:g}: "
                 f"{'slow' if slow else 'fast'}")
+    timed = busbw_gbps is not None and world > 1 and bool(compute_s) and bool(grad_params)
     picked = []
     if compression == "auto":
         compression = "bf16" if slow else "none"
-        picked.append(f"compression {compression}")
+        if slow and timed and graph_reducer in ("auto", "bucketed", "ddp"):
+            shape = dict(compute_s=compute_s, grad_params=grad_params, busbw_gbps=busbw_gbps, world=world,
+                         graph_reducer="bucketed")
+            gain = predict(**shape, compression="bf16").efficiency - predict(**shape, compression="none").efficiency
+            if gain < COMPRESSION_MIN_GAIN:
+                compression = "none"
+                picked.append(f"compression none (bf16 would gain {100 * gain:.1f} points: the backward hides "
+                              "the fp32 buckets)")
+        if not picked:
+            picked.append(f"compression {compression}")
     if graph_reducer == "auto":
         graph_reducer = "bucketed" if slow else "flat"
         picked.append(f"{graph_reducer} reducer")
@@ -88,8 +144,10 @@ def choose(*, compression: str, graph_reducer: str, bucket_mb: float | None, bus
             fit = busbw_gbps * 1e9 * BUCKET_WIRE_S / wire / (1 << 20)
             bucket_mb = round(min(DEFAULT_BUCKET_MB, max(MIN_BUCKET_MB, fit)), 1)
         picked.append(f"{bucket_mb:g} MB buckets")
+    predicted = predict(compute_s=compute_s, grad_params=grad_params, busbw_gbps=busbw_gbps, world=world,
+                        compression=compression, graph_reducer=graph_reducer) if timed else None
     return CommPlan(compression, graph_reducer, bucket_mb, busbw_gbps,
-                    f"{link} (auto: {', '.join(picked)})" if picked else f"{link}; all set by flags")
+                    f"{link} (auto: {', '.join(picked)})" if picked else f"{link}; all set by flags", predicted)
 
 
 def measure_link(device: torch.device, world: int) -> float:
@@ -102,15 +160,16 @@ def measure_link(device: torch.device, world: int) -> float:
     for _ in range(PROBE_ITERS):
         dist.all_reduce(t)
     sync()
-    took = torch.tensor([(time.perf_counter() - start) / PROBE_ITERS], device=device, dtype=torch.float64)
-    dist.all_reduce(took, op=dist.ReduceOp.MAX)
-    return 2 * (world - 1) / world * PROBE_BYTES / float(took.item()) / 1e9
+    took = slowest((time.perf_counter() - start) / PROBE_ITERS, device)
+    return 2 * (world - 1) / world * PROBE_BYTES / took / 1e9
 
 
 def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, device: torch.device, world: int,
-           distributed: bool) -> CommPlan:
+           distributed: bool, compute_probe: Callable[[], tuple[float, int]] | None = None) -> CommPlan:
     """Resolve the auto settings of ``--grad-compression``, ``--graph-reducer`` and ``--bucket-mb`` (as asked:
-    ``compression``, ``graph_reducer``, ``bucket_mb``) and say why; the rest of the run reads the plan."""
+    ``compression``, ``graph_reducer``, ``bucket_mb``) and say why; the rest of the run reads the plan.
+    ``compute_probe`` times the step's compute on this rank and counts the gradients' elements (seconds, count;
+    called on every rank, only where the link was measured)."""
     auto = compression == "auto" or graph_reducer == "auto" or bucket_mb is None
     busbw, why = None, ""
     if not (distributed and world > 1):
@@ -125,13 +184,24 @@ def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, dev
                              "in GB/s (e.g. 4.5) or unset it to measure at start-up", EXIT_USAGE) from None
     elif auto:
         busbw = measure_link(device, world)
+    compute_s = grad_params = None
+    if busbw is not None and compute_probe is not None:
+        seconds, grad_params = compute_probe()
+        compute_s = slowest(seconds, device)
     plan = choose(compression=compression, graph_reducer=graph_reducer, bucket_mb=bucket_mb,
-                  busbw_gbps=busbw, world=world, why_unmeasured=why)
+                  busbw_gbps=busbw, world=world, why_unmeasured=why, compute_s=compute_s, grad_params=grad_params)
     if busbw is not None and os.environ.get(LINK_ENV):
-        plan = CommPlan(plan.compression, plan.graph_reducer, plan.bucket_mb, busbw, f"{LINK_ENV}: " + plan.reason)
+        plan = replace(plan, reason=f"{LINK_ENV}: " + plan.reason)
     if not (distributed and world > 1):
         plan = CommPlan("none", plan.graph_reducer, plan.bucket_mb, None, plan.reason)
     return plan
+
+
+def slowest(seconds: float, device: torch.device) -> float:
+    """The largest of every rank's ``seconds`` (all ranks decide alike)."""
+    t = torch.tensor([seconds], device=device, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
 
 
 def comm_dtype(plan: CommPlan) -> torch.dtype:

@@ -22,7 +22,7 @@ from ddp_train.loop import faults, preempt
 from ddp_train.loop.evaluation import Checks
 from ddp_train.loop.step_runner import StepRunner
 from ddp_train.loop.step_timer import StepTimer
-from ddp_train.model import parts
+from ddp_train.model import compute_probe, parts
 from ddp_train.observe import summary as summary_mod
 from ddp_train.observe.interval_log import IntervalLog, emit, epoch_line
 from ddp_train.observe.metrics import EpochBar, GpuStats, MetricsFile, ProgressRecords, device_name
@@ -48,14 +48,19 @@ class Trainer:
         self.steps_per_epoch = len(inp.loader)
         total_steps = self.steps_per_epoch * a.epochs
         self.stop_at = min(total_steps, a.max_steps) if a.max_steps else total_steps
-        comm = compression.decide(compression=a.grad_compression, graph_reducer=a.graph_reducer,
-                                  bucket_mb=a.bucket_mb, device=rt.device, world=rt.world, distributed=rt.distributed)
+        shape = tuple(inp.train_split.images.shape[1:])
+        comm = compression.decide(
+            compression=a.grad_compression, graph_reducer=a.graph_reducer, bucket_mb=a.bucket_mb, device=rt.device,
+            world=rt.world, distributed=rt.distributed,
+            compute_probe=lambda: compute_probe.measure(
+                model=a.model, shape=shape, num_classes=int(d.num_classes), batch=self.per_rank_batch,
+                device=rt.device, amp_dtype=num.amp_dtype, channels_last=num.channels_last))
         # planned on the whole run (a resumed run plans the same way, so it picks the same mode)
         self.plan = plan = run_plan.decide(a, comm, device_type=rt.device.type, strategy=rt.strategy,
                                            precision=num.precision, planned_steps=self.stop_at, stop_at=self.stop_at,
                                            distributed=rt.distributed, torch_dir=os.path.dirname(torch.__file__))
         self.log_interval = a.log_interval or max(1, self.steps_per_epoch // 10)
-        self.p = p = parts.build(a, rt, graph_mode=plan.graph_mode, shape=tuple(inp.train_split.images.shape[1:]),
+        self.p = p = parts.build(a, rt, graph_mode=plan.graph_mode, shape=shape,
                                  num_classes=int(d.num_classes), global_batch=gb,
                                  steps_per_epoch=self.steps_per_epoch, total_steps=total_steps, num=num)
         self.resumed_from, self.pos = checkpoint_state.resume(
@@ -83,6 +88,9 @@ class Trainer:
             a, rt, device_name=device_name(rt.device), inputs=inp, parts=p, num=num, plan=plan,
             per_rank_batch=self.per_rank_batch, steps_per_epoch=self.steps_per_epoch)
         self.header["comm_reason"] = comm.reason  # the step plan's reason is in the header already
+        if comm.predicted:  # the link and the step's compute were measured (compression.py)
+            self.header["predicted_efficiency"] = round(comm.predicted.efficiency, 3)
+            self.header["step_compute_s"] = round(comm.predicted.compute_s, 5)
         rt.say("ddp-train: step: " + plan.step.describe() + " | comm: " + comm.describe() + " | "
                + " ".join(f"{k}={v}" for k, v in self.header.items() if not k.endswith("_reason")))
         self.metrics.write("start", **self.header)

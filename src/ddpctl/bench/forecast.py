@@ -12,8 +12,9 @@ The model, per workload (ddp-train's device pipeline, its default communication 
   bandwidth and per-hop latency, ``2 min(N-1, ceil(log2 N))`` hops (ring or tree, the shorter);
 - **the communication plan** is ddp-train's ``--grad-compression auto`` rule (``ddp_train`` ``compression.choose``,
   mirrored in :func:`auto_plan`): the busbw a 32 MiB all-reduce reaches on the configuration decides fp32 with
-  one flat all-reduce after the backward (fast link), or bf16 gradients in buckets all-reduced during the
-  backward (slow link, buckets sized from the link);
+  one flat all-reduce after the backward (fast link), or gradients in buckets all-reduced during the backward
+  (slow link, buckets sized from the link), bf16 unless the step's compute (``t_1``; a cell's own start-up
+  timing where its summary has one) hides the fp32 buckets nearly as well;
 - **the step**: ``t_step = t_1 + o + exposed``: ``t_1`` the 1-GPU step (no communication), ``o`` the per-step
   cost of running distributed beyond the all-reduce (fitted from the measured flat cells), ``exposed`` the
   all-reduce time not hidden behind the backward: all of it with the flat reducer; ``t_comm - min(f x t_comm,
@@ -128,9 +129,11 @@ def _modelled(c: dict) -> str | None:
     return None
 
 
-def _cell_plan(c: dict, startup_gbps: float | None, device: str) -> CommPlan:
-    graph = device == "cuda" and (c.get("summary") or {}).get("step_mode", "graph") == "graph"
-    return auto_plan(startup_gbps, c["gpus"], graph=graph)
+def _cell_plan(c: dict, startup_gbps: float | None, device: str, t_1: float | None = None,
+               params: int | None = None) -> CommPlan:
+    summary = c.get("summary") or {}
+    graph = device == "cuda" and summary.get("step_mode", "graph") == "graph"
+    return auto_plan(startup_gbps, c["gpus"], graph=graph, t_1=summary.get("step_compute_s") or t_1, params=params)
 
 
 def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit]):
@@ -163,7 +166,7 @@ def _points(report: dict) -> tuple[list[dict], list[dict]]:
             outside.append({"key": c["key"], "reason": why})
             continue
         startup = eff.bus_factor(c["gpus"]) * PROBE_BYTES / net(PROBE_BYTES) / 1e9 if device == "cuda" else None
-        plan = _cell_plan(c, startup, device)
+        plan = _cell_plan(c, startup, device, base["step_time_s"], int(params))
         points.append({"key": c["key"], "workload": c["workload"], "gpus": c["gpus"], "link": c.get("link", "local"),
                        "t_1": base["step_time_s"], "t_step": c["step_time_s"], "batch": c["batch_size_per_gpu"],
                        "t_comm": comm_time(int(params), plan, net), "overlaps": plan.overlaps, "plan": plan,
@@ -232,7 +235,7 @@ def forecast(report: dict, *, nodes: tuple[int, ...] | None = None, gpus_per_nod
                     if n == 1 and link is not chosen[0]:
                         continue  # one node: no link between nodes, one row per workload and GPU count
                     gbps = net.startup_busbw_gbps(n, g) if device == "cuda" and n * g > 1 else None
-                    plan = auto_plan(gbps, n * g, graph=device == "cuda")
+                    plan = auto_plan(gbps, n * g, graph=device == "cuda", t_1=t_1, params=int(params))
                     t_comm = comm_time(int(params), plan, lambda b, n=n, g=g, net=net: net.allreduce(b, n, g)) \
                         if n * g > 1 else 0.0
                     t = step_time(t_1, t_comm, plan, fit) if n * g > 1 else t_1

@@ -16,6 +16,8 @@ PROBE_BYTES = 32 << 20
 BUCKET_WIRE_S = 0.004
 MIN_BUCKET_MB = 4.0
 DEFAULT_BUCKET_MB = 25.0
+OVERLAP_FRACTION = 0.5  # the rule's own overlap assumption (the forecast fits its f from the cells instead)
+COMPRESSION_MIN_GAIN = 0.01
 GRAD_BYTES_PER_PARAM = 4
 
 FORECAST_NODES = (1, 2, 8, 64)  # the report's grid: nodes ...
@@ -137,10 +139,22 @@ class CommPlan:
         return self.reducer != "flat"
 
 
-def auto_plan(busbw_gbps: float | None, world: int, *, graph: bool = True) -> CommPlan:
-    """ddp-train's ``auto`` rule for a link of ``busbw_gbps`` (None: not measured, e.g. CPU ranks)."""
+def _rule_efficiency(t_1: float, params: int, busbw_gbps: float, world: int, bytes_per_param: int) -> float:
+    """ddp-train's start-up prediction for bucketed gradients (its compression module's ``predict``)."""
+    comm = eff.bus_factor(world) * params * bytes_per_param / (busbw_gbps * 1e9)
+    return t_1 / (t_1 + comm - min(OVERLAP_FRACTION * comm, t_1))
+
+
+def auto_plan(busbw_gbps: float | None, world: int, *, graph: bool = True, t_1: float | None = None,
+              params: int | None = None) -> CommPlan:
+    """ddp-train's ``auto`` rule for a link of ``busbw_gbps`` (None: not measured, e.g. CPU ranks); with the
+    step's compute ``t_1`` and the parameter count, a slow link whose step hides fp32 buckets keeps fp32."""
     slow = busbw_gbps is not None and busbw_gbps < SLOW_LINK_GBPS
     compression = "bf16" if slow else "none"
+    if slow and world > 1 and t_1 and params:
+        gain = _rule_efficiency(t_1, params, busbw_gbps, world, 2) - _rule_efficiency(t_1, params, busbw_gbps, world,
+                                                                                      GRAD_BYTES_PER_PARAM)
+        compression = "bf16" if gain >= COMPRESSION_MIN_GAIN else "none"
     reducer = ("bucketed" if slow else "flat") if graph else "ddp"
     bucket_mb = DEFAULT_BUCKET_MB
     if slow and world > 1:
