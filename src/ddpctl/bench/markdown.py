@@ -125,7 +125,9 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
               "For each DDP cell: the measured scaling efficiency next to what the measured all-reduce bandwidth "
               "allows. t_compute is the 1-GPU batch time; t_comm >= 2(N-1)/N x gradient bytes / busbw (peak "
               "busbw of the probe, fp32 gradients); bounds: no overlap t_c/(t_c+t_comm), full overlap "
-              "t_c/max(t_c,t_comm). DDP overlaps buckets with backward, so the truth lies between them.", ""]
+              "t_c/max(t_c,t_comm). DDP overlaps buckets with backward, so the truth lies between them. "
+              "Predicted at start-up: what ddp-train's communication plan said it would reach in its first line "
+              "(its own link measurement and step compute time; docs/ddp-train.md).", ""]
     rows = []
     for c in report["cells"]:
         if c["strategy"] != "ddp" or c["gpus"] < 2:
@@ -133,14 +135,15 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
         ic = c["interconnect"] or {}
         rows.append([
             c["workload"], c["pipeline"] + (" (2 nodes, sockets)" if c.get("link") == "socket" else ""), str(c["gpus"]),
-            _pct(c["scaling_efficiency"]),
+            _pct(c["scaling_efficiency"]), _pct((c.get("summary") or {}).get("predicted_efficiency")),
             _pct(ic.get("eff_no_overlap")), _pct(ic.get("eff_full_overlap")),
             _f(ic.get("grad_bytes") and ic["grad_bytes"] / 1e6, ".1f"), _f(ic.get("busbw_gbps"), ".1f"),
             _f(ic.get("t_compute_s") and ic["t_compute_s"] * 1e3, ".2f"),
             _f(None if ic.get("t_comm_lb_s") is None else ic["t_comm_lb_s"] * 1e3, ".3f"),
             (f"**{c['diagnosis']['label']}**: {c['diagnosis']['reason']}" if c["diagnosis"] else "-"),
         ])
-    lines += _table(["workload", "pipeline", unit, "measured eff.", "allowed (no overlap)", "allowed (full overlap)",
+    lines += _table(["workload", "pipeline", unit, "measured eff.", "predicted at start-up", "allowed (no overlap)",
+                     "allowed (full overlap)",
                      "grad MB", "busbw GB/s", "t_compute ms", "t_comm >= ms", "diagnosis"], rows) if rows else \
         ["(no DDP cell on 2 or more GPUs in this matrix)"]
     lines += [""]
