@@ -258,3 +258,20 @@ def test_two_gpus_auto_compresses_over_sockets_only():
     assert "comm: grad_compression=bf16 graph_reducer=bucketed" in first and "slow" in first, first
     assert s["grad_compression"] == "bf16" and s["graph_reducer"] == "bucketed" and s["sync_check"] == "pass"
     assert "predicted " in first and s["predicted_efficiency"] < fast, first
+
+
+def test_the_compute_probe_times_a_captured_step_and_leaves_the_generators_alone():
+    """ResNet-18 on CIFAR shapes at batch 256, bf16: timed as graph mode runs it, the step is its kernels' time,
+    well under the eager figure (the host's launches); the CUDA random stream continues as if it had not run."""
+    from ddp_train.model import compute_probe
+
+    dev = torch.device("cuda", 0)
+    kw = dict(model="resnet18", shape=(3, 32, 32), num_classes=10, batch=256, device=dev, amp_dtype=torch.bfloat16,
+              channels_last=True)
+    torch.cuda.manual_seed(7)
+    expected = torch.rand(4, device=dev)
+    torch.cuda.manual_seed(7)
+    graph_s, params = compute_probe.measure(**kw, graph=True)
+    assert torch.equal(torch.rand(4, device=dev), expected)
+    eager_s, _ = compute_probe.measure(**kw)
+    assert params == 11_173_962 and 0 < graph_s < eager_s, (graph_s, eager_s)

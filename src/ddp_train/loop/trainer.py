@@ -54,7 +54,8 @@ class Trainer:
             world=rt.world, distributed=rt.distributed,
             compute_probe=lambda: compute_probe.measure(
                 model=a.model, shape=shape, num_classes=int(d.num_classes), batch=self.per_rank_batch,
-                device=rt.device, amp_dtype=num.amp_dtype, channels_last=num.channels_last))
+                device=rt.device, amp_dtype=num.amp_dtype, channels_last=num.channels_last,
+                graph=a.step_mode != "eager"))
         # planned on the whole run (a resumed run plans the same way, so it picks the same mode)
         self.plan = plan = run_plan.decide(a, comm, device_type=rt.device.type, strategy=rt.strategy,
                                            precision=num.precision, planned_steps=self.stop_at, stop_at=self.stop_at,
