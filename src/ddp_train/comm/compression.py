@@ -43,6 +43,7 @@ the start-up measurement misjudges (a shared link busy at start-up, say).
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -186,8 +187,7 @@ def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, dev
         busbw = measure_link(device, world)
     compute_s = grad_params = None
     if busbw is not None and compute_probe is not None:
-        seconds, grad_params = compute_probe()
-        compute_s = slowest(seconds, device)
+        compute_s, grad_params = timed_compute(compute_probe, device)
     plan = choose(compression=compression, graph_reducer=graph_reducer, bucket_mb=bucket_mb,
                   busbw_gbps=busbw, world=world, why_unmeasured=why, compute_s=compute_s, grad_params=grad_params)
     if busbw is not None and os.environ.get(LINK_ENV):
@@ -195,6 +195,28 @@ def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, dev
     if not (distributed and world > 1):
         plan = CommPlan("none", plan.graph_reducer, plan.bucket_mb, None, plan.reason)
     return plan
+
+
+def timed_compute(compute_probe: Callable[[], tuple[float, int]], device: torch.device
+                  ) -> tuple[float | None, int | None]:
+    """The slowest rank's compute time and the gradients' element count; (None, None) on every rank when the
+    probe failed on any (out of memory beside another process, say): the plan then rests on the link alone, and
+    each rank whose probe failed says why in one line. Every rank takes part in the one all-reduce either way."""
+    failed = ""
+    try:
+        seconds, params = compute_probe()
+    except Exception as exc:  # noqa: BLE001 - a prediction is not worth the run
+        seconds, params = 0.0, None
+        failed = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}"
+    t = torch.tensor([seconds, 1.0 if failed else 0.0], device=device, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    slowest_s, any_failed = t.tolist()
+    if any_failed:
+        if failed:
+            print(f"ddp-train: warning: timing the step's compute failed ({failed}); the "
+                  "gradients' plan rests on the link alone, with no prediction", file=sys.stderr, flush=True)
+        return None, None
+    return slowest_s, params
 
 
 def slowest(seconds: float, device: torch.device) -> float:
