@@ -194,6 +194,23 @@ def test_two_node_socket_emulation_beside_the_local_cells(tmp_path):
     assert log.count("--nnodes 2") == 2 and "--master-addr 127.0.0.1" in log
 
 
+def test_four_emulated_nodes_over_sockets(tmp_path):
+    """--socket-nodes 4: the 4-process ddp cell as four torchrun agents of one process each (gloo here), keyed
+    .../socket/4-nodes, reported as 4 nodes; no probe of its own (the probe runs over two nodes)."""
+    out = tmp_path / "four"
+    res = ddpctl("bench", "--workloads", "toy", "--strategies", "single,ddp", "--gpus", "1,4", "--links", "socket",
+                 "--socket-nodes", "4", "--warmup", "1", "--steps", "3", "--batch-size", "16", "--no-probe",
+                 "--no-plots", "-o", str(out), timeout=400)
+    assert res.returncode == 0, res.stderr
+    rep = json.loads((out / "report.json").read_text())
+    jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+    four = {c["key"]: c for c in rep["cells"]}["toy/device/ddp/4/socket/4-nodes"]
+    assert four["ok"] and four["nodes"] == 4 and four["summary"]["world_size"] == 4
+    assert "| toy | device | ddp (4 nodes, sockets) | 4 |" in (out / "report.md").read_text()
+    log = next((out / "logs").glob("*ddp-4-socket-4-nodes*")).read_text()
+    assert log.count("--nnodes 4") == 4
+
+
 def test_resume_runs_what_the_budget_skipped_into_the_same_report(tmp_path):
     """A call the budget stopped before any run, resumed with the same options (another budget): the probe and
     both cells run in the second call, into the same report, which lists both calls."""

@@ -31,7 +31,13 @@ def _run(tmp_path, mode):
     store = tmp_path / f"store-{mode}"
     procs = [subprocess.Popen([sys.executable, "-c", PROGRAM, str(r), str(store), mode], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for r in (0, 1)]
-    out = [p.communicate(timeout=120) for p in procs]
+    try:
+        out = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     assert [p.returncode for p in procs] == [0, 0], out
     return [(json.loads(o.strip().splitlines()[-1]), e) for o, e in out]
 

@@ -178,6 +178,30 @@ def test_validation_on_cells_made_from_the_model_is_exact():
         "DataParallel: one process gathers on GPU 0, no all-reduce"]
 
 
+def test_a_cell_of_four_emulated_nodes_is_forecast_over_the_link_fitted_from_two():
+    """--socket-nodes 4: the 4 x 1 cell has no probe of its own; its all-reduce is the hierarchical model's over the
+    measured link (fitted from the two-node probe: 5 GB/s, 100 us over the 2 hops of 2 nodes = 50 us a hop), by
+    hand 2 min(3, log2 4) = 4 hops x 50 us + 1.5 x bytes / 5 GB/s. A cell made from that model lands on it."""
+    rep = model_report()
+    per_hop, link_bw = SOCKET[0] / 2, SOCKET[1]
+    allreduce = lambda b: 4 * per_hop + 1.5 * b / link_bw  # noqa: E731
+    plan = model.auto_plan(1.5 * model.PROBE_BYTES / allreduce(model.PROBE_BYTES) / 1e9, 4, t_1=T_1, params=PARAMS)
+    assert plan.compression == "bf16" and plan.reducer == "bucketed"
+    t_comm = model.comm_time(PARAMS, plan, allreduce)
+    step = T_1 + OVERHEAD + t_comm * (1 - OVERLAP)
+    rep["cells"].append({"key": "w/device/ddp/4/socket/4-nodes", "workload": "w", "pipeline": "device",
+                         "strategy": "ddp", "gpus": 4, "link": "socket", "nodes": 4, "ok": True,
+                         "images_per_sec": {"median": 4 * 256 / step}, "step_time_s": step, "batch_size_per_gpu": 256,
+                         "param_count": PARAMS, "scaling_efficiency": T_1 / step, "summary": {"step_mode": "graph"}})
+    four = next(v for v in fc.validate_cells(rep) if v["key"] == "w/device/ddp/4/socket/4-nodes")
+    assert four["modelled"] and four["t_comm_s"] == pytest.approx(t_comm)
+    assert four["error_points"] == pytest.approx(0, abs=1e-6)
+    # without a local probe to build the hierarchy on, it is outside the model and says why
+    rep["interconnect"] = [p for p in rep["interconnect"] if p["link"] == "socket"]
+    four = next(v for v in fc.validate_cells(rep) if v["key"] == "w/device/ddp/4/socket/4-nodes")
+    assert not four["modelled"] and "probe of its link" in four["reason"]
+
+
 def test_without_a_cell_of_its_kind_the_forecast_says_so_in_its_error():
     """Only one socket cell: forecast without it, no overlap was measured (f = 0), so the forecast is the
     no-overlap step: t_1 + o + t_comm, below the measurement by the hidden half."""

@@ -2,7 +2,8 @@
 
 import pytest
 
-from ddpctl.bench.plan import BenchOptions, default_gpu_counts, parse_counts, parse_list, plan
+from ddpctl.bench.option_lists import parse_counts, parse_list
+from ddpctl.bench.plan import BenchOptions, default_gpu_counts, plan
 from ddpctl.bench.programs import HostRunner, Launch
 from ddpctl.bench.runner import ddp_train_args, parse_event
 from ddpctl.errors import UsageError
@@ -186,6 +187,29 @@ def test_socket_link_adds_two_node_cells_before_dataparallel():
         plan(BenchOptions(links=("socket",), runtime="docker"), 4)
     with pytest.raises(UsageError, match="unknown link 'ib'"):
         plan(BenchOptions(links=("ib",)), 4)
+
+
+def test_socket_nodes_add_cells_of_more_nodes_where_they_divide_the_gpus():
+    """--socket-nodes 2,4: a 4-GPU ddp cell also as 4 nodes x 1 (key .../socket/4-nodes), a 2-GPU one only as 2
+    nodes; the socket probe runs over the two-node shapes only."""
+    p = plan(BenchOptions(workloads=("toy",), pipelines=("device",), strategies=("ddp",), gpus=(2, 4),
+                          links=("local", "socket"), socket_nodes=(4, 2)), 4)
+    sock = [c for c in p.cells if c.link == "socket"]
+    assert [(c.key, c.nodes) for c in sock] == [("toy/device/ddp/2/socket", 2), ("toy/device/ddp/4/socket", 2),
+                                                ("toy/device/ddp/4/socket/4-nodes", 4)]
+    assert sock[-1].label == "toy device ddp x4 (4 nodes x 1, sockets)"
+    assert p.socket_probe_sizes == (2, 4)
+    only4 = plan(BenchOptions(workloads=("toy",), pipelines=("device",), strategies=("single", "ddp"), gpus=(1, 2),
+                              links=("socket",), socket_nodes=(4,)), 4)
+    assert [c.key for c in only4.cells] == ["toy/device/single/1"]
+    assert "socket: no ddp cell whose GPU count the node count(s) 4 divide" in only4.skipped
+    with pytest.raises(UsageError, match="each node count must be between 2 and 64"):
+        plan(BenchOptions(links=("socket",), socket_nodes=(1,)), 4)
+    with pytest.raises(UsageError, match="--socket-nodes applies to the socket link only"):
+        plan(BenchOptions(links=("local",), socket_nodes=(2,)), 4)
+    assert parse_counts("2,4", what="socket_nodes") == (2, 4)
+    with pytest.raises(UsageError, match="--socket-nodes must be comma-separated integers"):
+        parse_counts("two", what="socket_nodes", example="2,4")
 
 
 def test_host_runner_two_node_emulation():

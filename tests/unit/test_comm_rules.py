@@ -103,3 +103,12 @@ def test_slow_link_keeps_fp32_when_the_step_hides_it_and_says_its_prediction():
     # a fast link: fp32 flat as before, with its prediction
     fast = choose(**AUTO, busbw_gbps=300.0, world=4, compute_s=0.0052, grad_params=11_173_962)
     assert (fast.compression, fast.graph_reducer) == ("none", "flat") and fast.predicted.efficiency > 0.95
+
+
+def test_an_eager_run_is_predicted_with_ddps_overlapping_buckets():
+    """On a fast link the plan says flat (graph mode's reducer), but an eager run's DDP overlaps its buckets with
+    the backward whatever that says: the prediction hides half the all-reduce there, none in graph mode."""
+    shape = dict(**AUTO, busbw_gbps=100.0, world=2, compute_s=0.010, grad_params=25_000_000)
+    graph, eager = choose(**shape), choose(**shape, graph_mode=False)
+    assert graph.graph_reducer == eager.graph_reducer == "flat"
+    assert graph.predicted.exposed_s == pytest.approx(0.001) and eager.predicted.exposed_s == pytest.approx(0.0005)

@@ -94,7 +94,7 @@ def test_exit_watch_forgets_a_process_that_exited_and_keeps_its_program_code():
         proc.wait()
         watch.check()
         assert watch.hung == {} and os.listdir(watch.directory) == []
-        assert watch.programs_ended == {proc.pid: 3}
+        assert list(watch.programs_ended) == [proc.pid] and watch.programs_ended[proc.pid][0] == 3
     finally:
         watch.close()
 

@@ -86,13 +86,16 @@ def _failure(code: int, message: str = "To enable traceback see: https://pytorch
 def test_root_cause_takes_the_program_code_of_a_rank_stopped_after_its_program_failed():
     last = {0: ("RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:1234", 1.0),
             1: ("ValueError: boom on rank 1", 0.5)}
-    failures = {0: SimpleNamespace(exitcode=1, message="", pid=100), 1: SimpleNamespace(exitcode=-15, message="", pid=101)}
-    cause = launcher.root_cause(failures, last, {}, {101: 1, 100: 1})
+    failures = {0: SimpleNamespace(exitcode=1, message="", pid=100, timestamp=1000),
+                1: SimpleNamespace(exitcode=-15, message="", pid=101, timestamp=1000)}
+    cause = launcher.root_cause(failures, last, {}, {101: (1, 999.5), 100: (1, 999.6)})
     assert cause.line() == "ddp-train-launch: rank 1 failed (exit code 1): ValueError: boom on rank 1"
     # without its note the agent's SIGTERM is all that is known: the lost peer's rank stays the cause
     assert launcher.root_cause(failures, last).rank == 0
     # a program that had finished well and was stopped while leaving is not the cause
-    assert launcher.root_cause(failures, last, {}, {101: 0}).rank == 0
+    assert launcher.root_cause(failures, last, {}, {101: (0, 999.5)}).rank == 0
+    # a note of a program that ended long before (an earlier restart's process under the same pid) is not taken
+    assert launcher.root_cause(failures, last, {}, {101: (1, 100.0)}, exit_bound=300).rank == 0
 
 
 def test_root_cause_prefers_a_rank_that_did_not_lose_a_peer():

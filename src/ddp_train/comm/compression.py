@@ -19,15 +19,16 @@ milliseconds on NVLink and ~0.1 s on a 2 GB/s socket link.
   :data:`MIN_BUCKET_MB` and 25 MB.
 - CPU runs (gloo) and single-process runs: nothing measured, no compression (the ranks share a host).
 
-**The step's own compute time.** Where the link was measured, every rank also times the step's compute
-(:func:`ddp_train.model.compute_probe.measure`: forward and backward of a throwaway copy of the model on a
-synthetic batch of the run's shape, eager, the slowest rank's time) and the plan carries a
-:class:`Prediction`: ``t_step = t_compute + exposed``, the all-reduce time ``t_comm = 2(n-1)/n x wire bytes /
-busbw`` of which the bucketed reducer hides ``min(f x t_comm, t_compute)`` behind the backward
-(:data:`OVERLAP_FRACTION`; the flat reducer hides none), and the predicted share of one GPU's pace ``t_compute /
-t_step``, which the run's first line states. On a slow link it also decides the compression: bf16 only when it
-is predicted to gain at least :data:`COMPRESSION_MIN_GAIN` of that share over fp32 buckets (a step whose
-compute hides the fp32 all-reduce keeps its gradients' precision on the wire).
+**The step's own compute time.** Where the link was measured (or given by :data:`LINK_ENV`), every rank also
+times the step's compute (:func:`ddp_train.model.compute_probe.measure`: forward and backward of a throwaway copy
+of the model on a synthetic batch of the run's shape, as graph mode runs it unless the run will be eager, the
+slowest rank's time) and the plan carries a :class:`Prediction`: ``t_step = t_compute + exposed``, the
+all-reduce time ``t_comm = 2(n-1)/n x wire bytes / busbw`` of which the bucketed reducer and eager DDP hide
+``min(f x t_comm, t_compute)`` behind the backward (:data:`OVERLAP_FRACTION`; graph mode's flat reducer hides
+none), and the predicted share of one GPU's pace ``t_compute / t_step``, which the run's first line states. On a
+slow link it also decides the compression: bf16 only when it is predicted to gain at least
+:data:`COMPRESSION_MIN_GAIN` of that share over fp32 buckets (a step whose compute hides the fp32 all-reduce
+keeps its gradients' precision on the wire).
 
 ``powersgd`` (never picked by auto: it changes the optimisation, not only the rounding) is torch's PowerSGD
 hook (rank :data:`POWERSGD_RANK`, error feedback, plain all-reduce for the first
@@ -111,7 +112,7 @@ def predict(*, compute_s: float, grad_params: int, busbw_gbps: float, world: int
 
 def choose(*, compression: str, graph_reducer: str, bucket_mb: float | None, busbw_gbps: float | None,
            world: int, why_unmeasured: str = "", compute_s: float | None = None,
-           grad_params: int | None = None) -> CommPlan:
+           grad_params: int | None = None, graph_mode: bool = True) -> CommPlan:
     """The rule (pure): what the auto settings become for a link of ``busbw_gbps`` (None: not measured);
     ``compute_s`` (the step's compute, None: not measured) and ``grad_params`` (the gradients' element count) add
     the prediction and let a slow link's step that hides fp32 buckets keep fp32."""
@@ -146,7 +147,7 @@ def choose(*, compression: str, graph_reducer: str, bucket_mb: float | None, bus
             bucket_mb = round(min(DEFAULT_BUCKET_MB, max(MIN_BUCKET_MB, fit)), 1)
         picked.append(f"{bucket_mb:g} MB buckets")
     predicted = predict(compute_s=compute_s, grad_params=grad_params, busbw_gbps=busbw_gbps, world=world,
-                        compression=compression, graph_reducer=graph_reducer) if timed else None
+                        compression=compression, graph_reducer=graph_reducer if graph_mode else "ddp") if timed else None
     return CommPlan(compression, graph_reducer, bucket_mb, busbw_gbps,
                     f"{link} (auto: {', '.join(picked)})" if picked else f"{link}; all set by flags", predicted)
 
@@ -166,11 +167,13 @@ def measure_link(device: torch.device, world: int) -> float:
 
 
 def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, device: torch.device, world: int,
-           distributed: bool, compute_probe: Callable[[], tuple[float, int]] | None = None) -> CommPlan:
+           distributed: bool, compute_probe: Callable[[], tuple[float, int]] | None = None,
+           graph_mode: bool = True) -> CommPlan:
     """Resolve the auto settings of ``--grad-compression``, ``--graph-reducer`` and ``--bucket-mb`` (as asked:
     ``compression``, ``graph_reducer``, ``bucket_mb``) and say why; the rest of the run reads the plan.
     ``compute_probe`` times the step's compute on this rank and counts the gradients' elements (seconds, count;
-    called on every rank, only where the link was measured)."""
+    called on every rank, only where the link was measured or given); ``graph_mode``: whether the step will run
+    as one CUDA graph (eager DDP overlaps its buckets with the backward whatever the graph reducer)."""
     auto = compression == "auto" or graph_reducer == "auto" or bucket_mb is None
     busbw, why = None, ""
     if not (distributed and world > 1):
@@ -189,7 +192,8 @@ def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, dev
     if busbw is not None and compute_probe is not None:
         compute_s, grad_params = timed_compute(compute_probe, device)
     plan = choose(compression=compression, graph_reducer=graph_reducer, bucket_mb=bucket_mb,
-                  busbw_gbps=busbw, world=world, why_unmeasured=why, compute_s=compute_s, grad_params=grad_params)
+                  busbw_gbps=busbw, world=world, why_unmeasured=why, compute_s=compute_s, grad_params=grad_params,
+                  graph_mode=graph_mode)
     if busbw is not None and os.environ.get(LINK_ENV):
         plan = replace(plan, reason=f"{LINK_ENV}: " + plan.reason)
     if not (distributed and world > 1):

@@ -44,17 +44,26 @@ def decide(config: RunConfig, comm: CommPlan, *, device_type: str, strategy: str
     """The run's plan. ``planned_steps``: the optimizer steps of the whole run (a resumed run plans the same way,
     so it picks the same mode); ``stop_at``: the global step it stops at; ``torch_dir``: where torch is installed
     (torch.compile's C++ build cannot link under a path with a space: ``step_plan.compile_blocker``)."""
-    # a torch.compile backend other than inductor builds no C++
-    blocker = None if config.debug_compile_backend not in (None, "inductor") else step_plan.compile_blocker(torch_dir)
-    step = step_plan.plan_step(
-        requested=config.step_mode, device_type=device_type, strategy=strategy, precision=precision,
-        compile=config.compile, compile_mode=config.compile_mode, sync_bn=config.sync_bn,
-        grad_compression=comm.compression, planned_steps=planned_steps, distributed=distributed,
-        graph_reducer=comm.graph_reducer, compile_if_repaid=config.compile_if_repaid, compile_blocker=blocker)
+    step = step_for(config, grad_compression=comm.compression, graph_reducer=comm.graph_reducer,
+                    device_type=device_type, strategy=strategy, precision=precision, planned_steps=planned_steps,
+                    distributed=distributed, torch_dir=torch_dir)
     graph_mode = step.mode == "graph"
     check_plan(config, graph_reducer=comm.graph_reducer, graph_mode=graph_mode)
     return RunPlan(step, comm, uses_own_reducer(config, comm.graph_reducer, graph_mode),
                    untimed_steps(config, stop_at=stop_at, pre_capture_iters=step.pre_capture_iters if graph_mode else None))
+
+
+def step_for(config: RunConfig, *, grad_compression: str, graph_reducer: str, device_type: str, strategy: str,
+             precision: str, planned_steps: int, distributed: bool, torch_dir: str) -> step_plan.StepPlan:
+    """The step plan for these communication settings (``decide``'s, and before the link is measured, the
+    start-up timing's guess of graph or eager with the settings as asked: compression.decide)."""
+    # a torch.compile backend other than inductor builds no C++
+    blocker = None if config.debug_compile_backend not in (None, "inductor") else step_plan.compile_blocker(torch_dir)
+    return step_plan.plan_step(
+        requested=config.step_mode, device_type=device_type, strategy=strategy, precision=precision,
+        compile=config.compile, compile_mode=config.compile_mode, sync_bn=config.sync_bn,
+        grad_compression=grad_compression, planned_steps=planned_steps, distributed=distributed,
+        graph_reducer=graph_reducer, compile_if_repaid=config.compile_if_repaid, compile_blocker=blocker)
 
 
 def uses_own_reducer(config: RunConfig, graph_reducer: str, graph_mode: bool) -> bool:

@@ -9,9 +9,10 @@ from the end of a program to the exit of its process.
   process still alive :data:`EXIT_TIMEOUT_ENV` seconds (default :data:`DEFAULT_EXIT_TIMEOUT`) later (a thread
   or an exit handler that never returns, a teardown that waits on a peer forever) is killed, and the launcher
   reports that rank as :data:`EXIT_HUNG` with one line saying so. It also keeps each program's exit code by
-  process id (:attr:`ExitWatch.programs_ended`): a rank whose program failed and which the agent then stopped
-  with SIGTERM (a peer that lost the connection exited first) is reported with its program's code, not as
-  stopped.
+  process id, with the time its program ended (:attr:`ExitWatch.programs_ended`): a rank whose program failed and
+  which the agent then stopped with SIGTERM (a peer that lost the connection exited first) is reported with its
+  program's code, not as stopped (a note older than the exit bound before the failure, a reused process id of an
+  earlier restart, is not taken).
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ class ExitWatch:
         self.poll = poll
         self.directory = tempfile.mkdtemp(prefix="ddp-train-launch-ends-")
         self.hung: dict[int, tuple[float, list[str]]] = {}  # rank -> (seconds it was given, threads alive at the end)
-        self.programs_ended: dict[int, int] = {}  # pid -> its program's exit code (a note seen, alive or not)
+        # pid -> (its program's exit code, when the program ended): every note seen, alive or not
+        self.programs_ended: dict[int, tuple[int, float]] = {}
         self._lock = threading.Lock()  # check() runs on the watch thread and, once more, at the end
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ddp-train-launch-exit-watch", daemon=True)
@@ -160,7 +162,7 @@ class ExitWatch:
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             if len(self.programs_ended) < 65536:
-                self.programs_ended[pid] = code
+                self.programs_ended[pid] = (code, ended)
             start = _start_time(pid)
             if start is None or start != str(note.get("start", "")):
                 path.unlink(missing_ok=True)  # it exited (the pid may since belong to another process)

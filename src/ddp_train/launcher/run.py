@@ -91,12 +91,14 @@ class RankFailure:
 
 
 def root_cause(failures: dict, last: dict[int, tuple[str, float]], hung: dict | None = None,
-               programs_ended: dict[int, int] | None = None) -> RankFailure:
+               programs_ended: dict[int, tuple[int, float]] | None = None, exit_bound: float = 300.0) -> RankFailure:
     """The failed rank to blame: not a lost peer if any, then one that failed rather than one that did not exit
     after its program ended (``hung``: ranks the exit watch killed, exits.ExitWatch), then the one whose error
-    came first, then rank. ``programs_ended`` (pid -> the program's exit code, exits.ExitWatch): a worker the
-    agent stopped with SIGTERM after its program had failed counts with its program's code (the peer that lost
-    the connection to it may have exited first, and the agent then stops the rest)."""
+    came first, then rank. ``programs_ended`` (pid -> the program's exit code and when it ended,
+    exits.ExitWatch): a worker the agent stopped with SIGTERM after its program had failed counts with its
+    program's code (the peer that lost the connection to it may have exited first, and the agent then stops the
+    rest); a note that ended more than ``exit_bound`` seconds before the failure was recorded is another
+    process's (an earlier restart's, under a reused pid) and is not taken."""
     hung = hung or {}
     programs_ended = programs_ended or {}
     found = []
@@ -108,8 +110,9 @@ def root_cause(failures: dict, last: dict[int, tuple[str, float]], hung: dict | 
             if msg and not msg.startswith("To enable traceback"):
                 text = msg.strip().splitlines()[-1] if msg.strip() else ""
         code = int(failure.exitcode)
-        program_code = programs_ended.get(int(getattr(failure, "pid", -1) or -1), 0)
-        if code == -signal.SIGTERM and program_code:
+        program_code, ended = programs_ended.get(int(getattr(failure, "pid", -1) or -1), (0, 0.0))
+        recorded = float(getattr(failure, "timestamp", 0) or 0)
+        if code == -signal.SIGTERM and program_code and (not recorded or recorded - ended <= exit_bound + 60):
             code = program_code  # its program had failed before the agent stopped the process
         sig = _signal_name(-code) if code < 0 else None
         if rank in hung and code == -signal.SIGKILL:
@@ -218,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                 watch.check()  # the notes of programs that ended since the watch last looked
             except Exception:  # noqa: BLE001 - without them the line is torchrun's view, still true
                 pass
-            cause = root_cause(exc.failures, err.last, watch.hung, watch.programs_ended)
+            cause = root_cause(exc.failures, err.last, watch.hung, watch.programs_ended, watch.timeout)
             final = (watch.line(cause.rank, cause.exit_code) if cause.hung else cause.line()) + "\n"
             code = cause.exit_code
         except SignalException as exc:

@@ -18,6 +18,7 @@ from ddp_train.config.run_config import RunConfig
 from ddp_train.config.settings import WORKLOAD_DEFAULTS
 from ddp_train.data import inputs
 from ddp_train.data.position import Position, run_length
+from ddp_train.errors import TrainError
 from ddp_train.loop import faults, preempt
 from ddp_train.loop.evaluation import Checks
 from ddp_train.loop.step_runner import StepRunner
@@ -49,17 +50,18 @@ class Trainer:
         total_steps = self.steps_per_epoch * a.epochs
         self.stop_at = min(total_steps, a.max_steps) if a.max_steps else total_steps
         shape = tuple(inp.train_split.images.shape[1:])
+        torch_dir = os.path.dirname(torch.__file__)
+        graph_guess = self._graph_guess(num.precision, torch_dir)  # the step the start-up timing times
         comm = compression.decide(
             compression=a.grad_compression, graph_reducer=a.graph_reducer, bucket_mb=a.bucket_mb, device=rt.device,
-            world=rt.world, distributed=rt.distributed,
+            world=rt.world, distributed=rt.distributed, graph_mode=graph_guess,
             compute_probe=lambda: compute_probe.measure(
                 model=a.model, shape=shape, num_classes=int(d.num_classes), batch=self.per_rank_batch,
-                device=rt.device, amp_dtype=num.amp_dtype, channels_last=num.channels_last,
-                graph=a.step_mode != "eager"))
+                device=rt.device, amp_dtype=num.amp_dtype, channels_last=num.channels_last, graph=graph_guess))
         # planned on the whole run (a resumed run plans the same way, so it picks the same mode)
         self.plan = plan = run_plan.decide(a, comm, device_type=rt.device.type, strategy=rt.strategy,
                                            precision=num.precision, planned_steps=self.stop_at, stop_at=self.stop_at,
-                                           distributed=rt.distributed, torch_dir=os.path.dirname(torch.__file__))
+                                           distributed=rt.distributed, torch_dir=torch_dir)
         self.log_interval = a.log_interval or max(1, self.steps_per_epoch // 10)
         self.p = p = parts.build(a, rt, graph_mode=plan.graph_mode, shape=shape,
                                  num_classes=int(d.num_classes), global_batch=gb,
@@ -95,6 +97,21 @@ class Trainer:
         rt.say("ddp-train: step: " + plan.step.describe() + " | comm: " + comm.describe() + " | "
                + " ".join(f"{k}={v}" for k, v in self.header.items() if not k.endswith("_reason")))
         self.metrics.write("start", **self.header)
+
+    def _graph_guess(self, precision: str, torch_dir: str) -> bool:
+        """Graph mode or eager, as the step plan would have it with the communication settings as asked (auto: no
+        compression, the flat reducer; auto never picks PowerSGD, the one setting that makes a run eager): what
+        the start-up timing of the step's compute times, before the link decides the rest."""
+        a, rt = self.config, self.rt
+        try:
+            step = run_plan.step_for(
+                a, grad_compression="none" if a.grad_compression == "auto" else a.grad_compression,
+                graph_reducer="flat" if a.graph_reducer == "auto" else a.graph_reducer, device_type=rt.device.type,
+                strategy=rt.strategy, precision=precision, planned_steps=self.stop_at, distributed=rt.distributed,
+                torch_dir=torch_dir)
+        except TrainError:  # a refused combination: run_plan.decide says so once the plan is made
+            return a.step_mode == "graph"
+        return step.mode == "graph"
 
     def save_checkpoint(self, tag):
         """Every rank: its RNG states to rank 0, which writes the checkpoint (with --output-dir)."""

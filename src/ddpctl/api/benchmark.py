@@ -53,6 +53,7 @@ def bench(output: str | os.PathLike[str] = "bench-report", *, workloads: str | S
           repeat: int = 1, batch_size: int | None = None, runtime: str = "host", image: str | None = None,
           python: str | None = None, probe: bool = True, probe_max: str | None = None, cell_timeout: float = 900.0,
           time_budget: float | None = None, links: str | Sequence[str] | None = None,
+          socket_nodes: str | Sequence[int] | None = None,
           train_args: Sequence[str] = (), plots: bool = True, resume: bool = False,
           command: str | None = None) -> Report:
     """Run the benchmark matrix (single GPU / DataParallel / DDP, the data pipelines, 1..N GPUs; CPU processes on
@@ -72,7 +73,8 @@ def bench(output: str | os.PathLike[str] = "bench-report", *, workloads: str | S
     (``ddpctl bench`` exits 1 then), not an exception.
     """
     from ddpctl.bench import run_bench
-    from ddpctl.bench.plan import PIPELINE_ALIASES, BenchOptions, parse_counts, parse_list
+    from ddpctl.bench.option_lists import parse_counts, parse_list
+    from ddpctl.bench.plan import PIPELINE_ALIASES, BenchOptions
     from ddpctl.bench.plots import available
     from ddpctl.spec import parse_size
 
@@ -96,6 +98,7 @@ def bench(output: str | os.PathLike[str] = "bench-report", *, workloads: str | S
         warmup=warmup, steps=steps, repeat=repeat, batch_size=batch_size, runtime=runtime,
         probe=probe, probe_max_bytes=probe_bytes, cell_timeout_s=cell_timeout, time_budget_s=time_budget,
         extra_args=tuple(train_args), image=image, links=parse_list(_names(links, "links"), what="links"),
+        socket_nodes=parse_counts(_names(socket_nodes, "socket_nodes"), what="socket_nodes", example="2,4"),
     )
     deprecated = dict.fromkeys(p for p in parse_list(pipeline_text, what="pipelines") or () if p in PIPELINE_ALIASES)
     drawn = plots and available()

@@ -21,7 +21,9 @@ The model, per workload (ddp-train's device pipeline, its default communication 
   t_1)`` with buckets, where ``f``, the overlap fraction (the share of the all-reduce that runs while the
   backward computes), is fitted from the measured bucketed cells, and no more than the step's compute hides;
 - **validation**: every measured multi-GPU DDP cell of the device pipeline, forecast with ``o`` and ``f``
-  fitted from the other cells only (its own step time unused), beside the measurement.
+  fitted from the other cells only (its own step time unused), beside the measurement; a cell of more than two
+  emulated nodes (``--socket-nodes``) over the measured link fitted from the two-node probe (it has no probe of
+  its own), so its error is the model's beyond the nodes it was fitted on.
 """
 
 from __future__ import annotations
@@ -131,14 +133,28 @@ def _modelled(c: dict) -> str | None:
 
 def _cell_plan(c: dict, startup_gbps: float | None, device: str, t_1: float | None = None,
                params: int | None = None) -> CommPlan:
+    """The plan a measured cell ran: its summary's compression and graph reducer where it recorded them (the
+    bucket size as the rule sizes it), else ddp-train's rule for its link."""
     summary = c.get("summary") or {}
     graph = device == "cuda" and summary.get("step_mode", "graph") == "graph"
-    return auto_plan(startup_gbps, c["gpus"], graph=graph, t_1=summary.get("step_compute_s") or t_1, params=params)
+    plan = auto_plan(startup_gbps, c["gpus"], graph=graph, t_1=summary.get("step_compute_s") or t_1, params=params)
+    ran, reducer = summary.get("grad_compression"), summary.get("graph_reducer")
+    if graph and ran in ("none", "bf16") and reducer in ("flat", "bucketed"):
+        return CommPlan(ran, reducer, plan.bucket_mb)
+    return plan
 
 
-def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit]):
+def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit], link: Link | None = None):
     """The all-reduce time function of a measured cell's own link: its probe's fit (the nearest world size when
-    that one was not probed)."""
+    that one was not probed). A socket cell of other than two nodes has no probe of its own (the probe runs over
+    two nodes): its all-reduce is the hierarchical model's over ``link``, the report's measured link, fitted
+    from the two-node probe, so such a cell checks the forecast beyond what it was fitted from."""
+    nodes = c.get("nodes", 2 if c.get("link") == "socket" else 1)
+    if c.get("link") == "socket" and nodes != 2:
+        if link is None or not local or c["gpus"] % nodes:
+            return None
+        net, per_node = Network(local, link), c["gpus"] // nodes
+        return lambda nbytes: net.allreduce(nbytes, nodes, per_node)
     fits = sockets if c.get("link") == "socket" else local
     if not fits:
         return None
@@ -152,6 +168,7 @@ def _points(report: dict) -> tuple[list[dict], list[dict]]:
     cells = report["cells"]
     device = (report.get("plan") or {}).get("device", "cuda")
     local, sockets = local_fits(report), socket_fits(report)
+    measured = measured_link(report)
     points, outside = [], []
     for c in cells:
         if not c.get("ok") or c["gpus"] < 2:
@@ -159,7 +176,7 @@ def _points(report: dict) -> tuple[list[dict], list[dict]]:
         why = _modelled(c)
         base = _baseline(cells, c["workload"])
         params = c.get("param_count") or (WORKLOADS[c["workload"]].param_count if c["workload"] in WORKLOADS else None)
-        net = _cell_network(c, local, sockets)
+        net = _cell_network(c, local, sockets, measured)
         if why is None and (base is None or not params or net is None or not c.get("step_time_s")):
             why = "no 1-GPU baseline, parameter count or probe of its link"
         if why:

@@ -21,9 +21,11 @@ def grad_bytes(param_count: int, summary: dict | None) -> int:
     return param_count * WIRE_BYTES.get(comp, GRAD_BYTES_PER_PARAM)
 
 
-def probe_for(bench, gpus: int, link: str) -> dict | None:
+def probe_for(bench, gpus: int, link: str, nodes: int = 2) -> dict | None:
+    """The probe of a cell's own link: the host's at its GPU count, or the socket probe of the two-node shape
+    (cells of other node counts have none: the probe runs over two nodes only)."""
     if link == "socket":
-        return bench.socket_probes.get((gpus, "socket"))
+        return bench.socket_probes.get((gpus, "socket")) if nodes == 2 else None
     return bench.probes.get(gpus)
 
 
@@ -77,7 +79,7 @@ def advice(cells: list[dict], interconnect: list[dict]) -> list[dict]:
         if summ.get("step_mode") == "eager" and t_comm > 0.25 * t_c:
             gains.append("PowerSGD (--grad-compression powersgd, eager steps): low-rank gradients, a few % of "
                          "the bytes, at some cost in convergence (never picked by auto)")
-        if c.get("link") == "socket" and c["gpus"] in socket_gain:
+        if c.get("link") == "socket" and c.get("nodes", 2) == 2 and c["gpus"] in socket_gain:
             before, after = socket_gain[c["gpus"]]
             gains.append(f"NCCL socket threads (ddpctl's default where no InfiniBand is found, on in this cell): "
                          f"busbw {before:.1f} -> {after:.1f} GB/s")

@@ -24,8 +24,17 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _nodes(c: dict) -> int:
+    """A cell's emulated nodes (older reports have no ``nodes``: their socket cells are two)."""
+    return int(c.get("nodes") or (2 if c.get("link") == "socket" else 1))
+
+
+def _over_sockets(c: dict) -> str:
+    return f" ({_nodes(c)} nodes, sockets)" if c.get("link") == "socket" else ""
+
+
 def _strat(c: dict) -> str:
-    return c["strategy"] + (" (2 nodes, sockets)" if c.get("link") == "socket" else "")
+    return c["strategy"] + _over_sockets(c)
 
 
 def _link(p: dict) -> str:
@@ -73,7 +82,8 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     hl = []
     for h in head["ddp_scaling"]:
         hl.append(f"- DDP scaling efficiency, {h['workload']} on {h['gpus']} {unit}"
-                  f"{' (2 nodes over sockets)' if h.get('link') == 'socket' else ''}: **{h['scaling_efficiency']:.1%}** "
+                  f"{f' ({_nodes(h)} nodes over sockets)' if h.get('link') == 'socket' else ''}: "
+                  f"**{h['scaling_efficiency']:.1%}** "
                   f"({h['images_per_sec']:,.0f} img/s)")
     for h in head["pipeline_speedup_1gpu"]:
         hl.append(f"- device pipeline (data on the GPU) vs DataLoader, {h['workload']}, 1 {unit[:-1]}: "
@@ -134,7 +144,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
             continue
         ic = c["interconnect"] or {}
         rows.append([
-            c["workload"], c["pipeline"] + (" (2 nodes, sockets)" if c.get("link") == "socket" else ""), str(c["gpus"]),
+            c["workload"], c["pipeline"] + _over_sockets(c), str(c["gpus"]),
             _pct(c["scaling_efficiency"]), _pct((c.get("summary") or {}).get("predicted_efficiency")),
             _pct(ic.get("eff_no_overlap")), _pct(ic.get("eff_full_overlap")),
             _f(ic.get("grad_bytes") and ic["grad_bytes"] / 1e6, ".1f"), _f(ic.get("busbw_gbps"), ".1f"),

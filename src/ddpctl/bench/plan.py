@@ -13,7 +13,10 @@ times for ``warmup`` + ``steps`` training steps. The rules:
 - ``--links socket`` adds the network-bound regime: every ``ddp`` cell of ddp-train's own pipelines (not
   ``classic``, whose CPU input pipeline sets its pace) on an even count >= 2 runs again as a
   two-node emulation on this host (two torchrun agents of N/2 GPUs each, a TCP rendezvous on 127.0.0.1, NCCL
-  forced onto its socket transport over loopback), what multi-node users on Ethernet meet;
+  forced onto its socket transport over loopback), what multi-node users on Ethernet meet; ``--socket-nodes``
+  names other node counts (e.g. ``2,4``: a 4-GPU cell also as 4 nodes x 1), each wherever it divides the GPU
+  count; the all-reduce probe runs over the two-node shape only, which the forecast's measured link is fitted
+  from, so a cell of more nodes checks the forecast where it was not fitted;
 - cells run workload by workload, then the socket cells, ``dp`` cells last (a ``--time-budget`` that runs out
   cuts them first);
 - on a host without GPUs "GPUs" are CPU processes (gloo): ``dp`` is dropped (DataParallel needs GPUs),
@@ -34,6 +37,8 @@ PIPELINES = ("device", "dataloader", "classic")  # ddp-train's --data-pipeline n
 PIPELINE_ALIASES = {"gpu": "device"}
 RUNTIMES = ("host", "docker")
 LINKS = ("local", "socket")  # local: the host's own interconnect (NVLink, PCIe, shared memory); socket: 2 nodes
+SOCKET_NODES = (2,)  # node counts of the socket emulation (--socket-nodes)
+MAX_SOCKET_NODES = 64
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class BenchOptions:
     extra_args: tuple[str, ...] = ()  # appended to every ddp-train command
     image: str | None = None  # --runtime docker
     links: tuple[str, ...] | None = None  # None: ("local",)
+    socket_nodes: tuple[int, ...] | None = None  # None: SOCKET_NODES
 
     def __post_init__(self) -> None:
         if self.pipelines:  # a deprecated spelling means the pipeline it was the name of
@@ -103,20 +109,30 @@ class Cell:
     batch_size: int  # per GPU
     warmup: int
     steps: int
-    link: str = "local"  # "socket": the two-node emulation (2 agents of gpus/2, NCCL over TCP sockets)
+    link: str = "local"  # "socket": the node emulation (socket_nodes agents of gpus/socket_nodes, NCCL over TCP)
+    socket_nodes: int = 2  # with link "socket": how many emulated nodes
 
     @property
     def nodes(self) -> int:
-        return 2 if self.link == "socket" else 1
+        return self.socket_nodes if self.link == "socket" else 1
 
     @property
     def key(self) -> str:
-        return f"{self.workload}/{self.pipeline}/{self.strategy}/{self.gpus}" + ("/socket" if self.link == "socket" else "")
+        return cell_key(self.workload, self.pipeline, self.strategy, self.gpus, self.link, self.nodes)
 
     @property
     def label(self) -> str:
         return f"{self.workload} {self.pipeline} {self.strategy} x{self.gpus}" + (
-            f" (2 nodes x {self.gpus // 2}, sockets)" if self.link == "socket" else "")
+            f" ({self.nodes} nodes x {self.gpus // self.nodes}, sockets)" if self.link == "socket" else "")
+
+
+def cell_key(workload: str, pipeline: str, strategy: str, gpus: int, link: str = "local", nodes: int = 1) -> str:
+    """``workload/pipeline/strategy/gpus``, then ``/socket`` for the two-node emulation and ``/socket/N-nodes`` for
+    N other than 2 (the form report.schema.json's key pattern holds)."""
+    base = f"{workload}/{pipeline}/{strategy}/{gpus}"
+    if link != "socket":
+        return base
+    return base + "/socket" + ("" if nodes == 2 else f"/{nodes}-nodes")
 
 
 @dataclass(frozen=True)
@@ -158,6 +174,7 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
     strategies = options.strategies or (("single", "ddp") if cpu else STRATEGIES)
     pipelines = options.pipelines or (("device",) if cpu else PIPELINES)
     links = options.links or ("local",)
+    socket_nodes = tuple(sorted(set(options.socket_nodes or SOCKET_NODES)))
 
     if options.gpus:
         counts = tuple(sorted(set(options.gpus)))
@@ -201,19 +218,22 @@ def plan(options: BenchOptions, gpus_available: int) -> Plan:
                     if "local" in links or strat != "ddp" or n < 2 or pipe == "classic":  # 1-GPU baselines always run
                         cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps))
                     # the classic program's pace is its CPU input pipeline's: over sockets it would measure that
-                    if strat == "ddp" and "socket" in links and n >= 2 and n % 2 == 0 and pipe != "classic":
-                        cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps, link="socket"))
+                    for k in socket_nodes if (strat == "ddp" and "socket" in links and pipe != "classic") else ():
+                        if n >= k and n % k == 0:
+                            cells.append(Cell(wname, pipe, strat, n, batch, warmup, steps, link="socket",
+                                              socket_nodes=k))
     if "socket" in links and not any(c.link == "socket" for c in cells):
-        skipped.append("socket: no ddp cell on an even GPU count >= 2 to run as two nodes")
+        skipped.append("socket: no ddp cell whose GPU count the node count(s) "
+                       f"{', '.join(map(str, socket_nodes))} divide")
     # DataParallel is the comparison point, not the headline: its cells run last, so a --time-budget that
     # runs out cuts them first; before them the socket cells (stable sort: otherwise workload, pipeline,
     # strategy, GPU order).
-    cells.sort(key=lambda c: (c.strategy == "dp", c.link == "socket"))
+    cells.sort(key=lambda c: (c.strategy == "dp", c.link == "socket", c.nodes))
     if not cells:
         raise UsageError("the chosen workloads, pipelines, strategies and GPU counts leave nothing to run",
                          "add a GPU count of 2 or more for dp/ddp, or the strategy single for 1 GPU")
     ddp_counts = tuple(sorted({c.gpus for c in cells if c.strategy == "ddp" and c.gpus >= 2 and c.link == "local"}))
-    socket_counts = tuple(sorted({c.gpus for c in cells if c.link == "socket"}))
+    socket_counts = tuple(sorted({c.gpus for c in cells if c.link == "socket" and c.nodes == 2}))
     max_bytes = options.probe_max_bytes or ((16 << 20) if cpu else (1 << 30))
     return Plan(
         device="cpu" if cpu else "cuda",
@@ -233,6 +253,12 @@ def validate(options: BenchOptions) -> None:
     _check_names("strategy", options.strategies, STRATEGIES)
     _check_names("pipeline", options.pipelines, PIPELINES)
     _check_names("link", options.links, LINKS)
+    if options.socket_nodes is not None:
+        if not options.socket_nodes or any(not 2 <= k <= MAX_SOCKET_NODES for k in options.socket_nodes):
+            raise UsageError(f"--socket-nodes {','.join(map(str, options.socket_nodes))}: each node count must be "
+                             f"between 2 and {MAX_SOCKET_NODES}", "pass e.g. --socket-nodes 2,4")
+        if not (options.links and "socket" in options.links):
+            raise UsageError("--socket-nodes applies to the socket link only", "add --links local,socket")
     if options.links and "socket" in options.links and options.runtime != "host":
         raise UsageError("--links socket (the two-node emulation) runs on --runtime host only",
                          "drop socket from --links, or use --runtime host")
@@ -259,24 +285,3 @@ def _check_names(kind: str, given, allowed) -> None:
     for name in given or ():
         if name not in allowed:
             raise UsageError(f"unknown {kind} {name!r}", f"use one of: {', '.join(allowed)}")
-
-
-def parse_list(text: str | None, *, what: str) -> tuple[str, ...] | None:
-    """``"a,b"`` -> ``("a", "b")``; None or empty -> None."""
-    if text is None:
-        return None
-    items = tuple(x.strip() for x in text.split(",") if x.strip())
-    if not items:
-        raise UsageError(f"{what} is empty", f"pass a comma-separated list, e.g. --{what} a,b")
-    return items
-
-
-def parse_counts(text: str | None) -> tuple[int, ...] | None:
-    items = parse_list(text, what="gpus")
-    if items is None:
-        return None
-    try:
-        return tuple(int(x) for x in items)
-    except ValueError:
-        raise UsageError(f"--gpus must be comma-separated integers, got {text!r}", "pass e.g. --gpus 1,2") from None
-

@@ -12,7 +12,7 @@ from ddpctl import __version__
 from ddpctl.bench import efficiency as eff
 from ddpctl.bench import forecast, links
 from ddpctl.bench.markdown import render_markdown
-from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell
+from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell, cell_key
 from ddpctl.bench.runner import BenchRun
 
 SCHEMA_VERSION = 1
@@ -75,6 +75,7 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
         "strategy": cell.strategy,
         "gpus": cell.gpus,
         "link": cell.link,
+        "nodes": cell.nodes,
         "batch_size_per_gpu": cell.batch_size,
         "global_batch": int(_num(last, "global_batch") or _global_batch(cell)),
         "warmup_steps": cell.warmup,
@@ -165,14 +166,14 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
             c["scaling_efficiency"] = eff.scaling_efficiency(ips(c), ips(base), c["gpus"])
         if c["strategy"] != "ddp" or c["gpus"] < 2 or base is None:
             continue
-        probe = links.probe_for(bench, c["gpus"], c["link"])
+        probe = links.probe_for(bench, c["gpus"], c["link"], c.get("nodes", 2))
         t_comm = None
         if probe and c["param_count"]:
             c["interconnect"] = links.bound(c["param_count"], c["summary"], c["gpus"], probe, base["step_time_s"])
             t_comm = c["interconnect"]["t_comm_lb_s"]
         faster = None
         if c["pipeline"] != "device":
-            sib = index.get(f"{c['workload']}/device/{c['strategy']}/{c['gpus']}" + ("/socket" if c["link"] == "socket" else ""))
+            sib = index.get(cell_key(c["workload"], "device", c["strategy"], c["gpus"], c["link"], c.get("nodes", 1)))
             if ips(sib):
                 faster = ips(sib) / ips(c)
         d = eff.diagnose(n=c["gpus"], efficiency=c["scaling_efficiency"], step_time=c["step_time_s"],
@@ -229,6 +230,7 @@ def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
     for c in cells:
         if c["strategy"] == "ddp" and c["gpus"] >= 2 and c["pipeline"] == "device" and c["scaling_efficiency"]:
             out["ddp_scaling"].append({"workload": c["workload"], "gpus": c["gpus"], "link": c["link"],
+                                       "nodes": c.get("nodes", 1),
                                        "scaling_efficiency": c["scaling_efficiency"],
                                        "images_per_sec": c["images_per_sec"]["median"]})
     idx = {c["key"]: c for c in cells if c["ok"]}

@@ -23,7 +23,7 @@ STATE_FORMAT = 1
 MATRIX_FLAGS = {"workloads": "--workloads", "strategies": "--strategies", "gpus": "--gpus", "pipelines": "--pipelines",
                 "warmup": "--warmup", "steps": "--steps", "repeat": "--repeat", "batch_size": "--batch-size",
                 "runtime": "--runtime", "probe": "--no-probe", "probe_max_bytes": "--probe-max",
-                "extra_args": "--train-arg", "image": "--image", "links": "--links"}
+                "extra_args": "--train-arg", "image": "--image", "links": "--links", "socket_nodes": "--socket-nodes"}
 
 
 def matrix_options(options) -> dict:

@@ -82,6 +82,10 @@ def bench(
         "--links", help="Comma-separated: local (the host's own interconnect), socket (every ddp cell on an even "
         "count again as two nodes of N/2 GPUs on this host, NCCL over TCP sockets: the network-bound regime) "
         "(default: local).", show_default=False)] = None,
+    socket_nodes: Annotated[Optional[str], typer.Option(
+        "--socket-nodes", help="Comma-separated node counts of the socket emulation, each run wherever it divides "
+        "a ddp cell's GPU count (e.g. 2,4: a 4-GPU cell also as 4 nodes x 1) (default: 2).",
+        show_default=False)] = None,
     train_arg: Annotated[Optional[list[str]], typer.Option(
         "--train-arg", help="Extra argument for every ddp-train run, repeatable (e.g. --train-arg=--compile).",
         show_default=False)] = None,
@@ -107,7 +111,7 @@ def bench(
     report = run_bench(output, workloads=workloads, strategies=strategies, gpus=gpus, pipelines=pipelines,
                        warmup=warmup, steps=steps, repeat=repeat, batch_size=batch_size, runtime=runtime, image=image,
                        python=python, probe=not no_probe, probe_max=probe_max, cell_timeout=cell_timeout,
-                       time_budget=time_budget, links=links, train_args=tuple(train_arg or ()), plots=not no_plots,
+                       time_budget=time_budget, links=links, socket_nodes=socket_nodes, train_args=tuple(train_arg or ()), plots=not no_plots,
                        resume=resume is not None, command=command)  # what ddpctl.bench() runs
     typer.echo(f"{report.markdown}")
     # a run the --time-budget cut is skipped (listed in the report, exit 0); a crashed or hung one failed (exit 1)
@@ -166,7 +170,7 @@ def forecast_cmd(
     from ddpctl.bench.compare import load_report
     from ddpctl.bench.forecast import forecast
     from ddpctl.bench.markdown import render_forecast
-    from ddpctl.bench.plan import parse_list
+    from ddpctl.bench.option_lists import parse_list
     from ddpctl.errors import UsageError
 
     path = report_dir / "report.json" if report_dir.is_dir() else report_dir
