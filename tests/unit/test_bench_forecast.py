@@ -196,8 +196,11 @@ def test_a_cell_of_four_emulated_nodes_is_forecast_over_the_link_fitted_from_two
     four = next(v for v in fc.validate_cells(rep) if v["key"] == "w/device/ddp/4/socket/4-nodes")
     assert four["modelled"] and four["t_comm_s"] == pytest.approx(t_comm)
     assert four["error_points"] == pytest.approx(0, abs=1e-6)
-    # without a local probe to build the hierarchy on, it is outside the model and says why
+    # one GPU a node needs no in-node probe; without the two-node socket probe there is no link to carry over
     rep["interconnect"] = [p for p in rep["interconnect"] if p["link"] == "socket"]
+    four = next(v for v in fc.validate_cells(rep) if v["key"] == "w/device/ddp/4/socket/4-nodes")
+    assert four["modelled"] and four["t_comm_s"] == pytest.approx(t_comm)
+    rep["interconnect"] = []
     four = next(v for v in fc.validate_cells(rep) if v["key"] == "w/device/ddp/4/socket/4-nodes")
     assert not four["modelled"] and "probe of its link" in four["reason"]
 

@@ -151,9 +151,10 @@ def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit], link:
     from the two-node probe, so such a cell checks the forecast beyond what it was fitted from."""
     nodes = c.get("nodes", 2 if c.get("link") == "socket" else 1)
     if c.get("link") == "socket" and nodes != 2:
-        if link is None or not local or c["gpus"] % nodes:
-            return None
-        net, per_node = Network(local, link), c["gpus"] // nodes
+        per_node = c["gpus"] // nodes
+        if link is None or c["gpus"] % nodes or (per_node > 1 and not local):
+            return None  # one GPU a node needs no in-node probe
+        net = Network(local, link)
         return lambda nbytes: net.allreduce(nbytes, nodes, per_node)
     fits = sockets if c.get("link") == "socket" else local
     if not fits:
