@@ -96,3 +96,17 @@ def summary(proc) -> dict:
 def ok(proc):
     assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     return proc
+
+
+def leave_spawned_worker() -> None:
+    """The end of a ``torch.multiprocessing.spawn`` worker that used a gloo group (a DDP model among its objects):
+    the group ended, the output flushed, then ``os._exit(0)``. A normal exit finalises the interpreter with gloo's
+    threads alive, which aborts the process now and then after its work was done (SIGABRT, "terminate called
+    without an active exception"; ddp_train.launcher.worker says why); ``spawn`` would report that as a failure."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
