@@ -66,6 +66,21 @@ def step_for(config: RunConfig, *, grad_compression: str, graph_reducer: str, de
         graph_reducer=graph_reducer, compile_if_repaid=config.compile_if_repaid, compile_blocker=blocker)
 
 
+def graph_mode_guess(config: RunConfig, *, device_type: str, strategy: str, precision: str, planned_steps: int,
+                     distributed: bool, torch_dir: str) -> bool:
+    """Graph mode or eager, as the step plan would have it with the communication settings as asked (auto: no
+    compression, the flat reducer; auto never picks PowerSGD, the one setting that makes a run eager), before the
+    link decides the rest: what the start-up timing of the step's compute times (compression.decide)."""
+    try:
+        step = step_for(config, grad_compression="none" if config.grad_compression == "auto" else config.grad_compression,
+                        graph_reducer="flat" if config.graph_reducer == "auto" else config.graph_reducer,
+                        device_type=device_type, strategy=strategy, precision=precision, planned_steps=planned_steps,
+                        distributed=distributed, torch_dir=torch_dir)
+    except TrainError:  # a refused combination: decide says so once the plan is made
+        return config.step_mode == "graph"
+    return step.mode == "graph"
+
+
 def uses_own_reducer(config: RunConfig, graph_reducer: str, graph_mode: bool) -> bool:
     """Graph mode's own reducers (eager runs use DDP; --debug-reducer-in-eager: them too, for the CPU tests).
     ``graph_reducer``: the reducer as decided (``CommPlan.graph_reducer``)."""

@@ -18,7 +18,6 @@ from ddp_train.config.run_config import RunConfig
 from ddp_train.config.settings import WORKLOAD_DEFAULTS
 from ddp_train.data import inputs
 from ddp_train.data.position import Position, run_length
-from ddp_train.errors import TrainError
 from ddp_train.loop import faults, preempt
 from ddp_train.loop.evaluation import Checks
 from ddp_train.loop.step_runner import StepRunner
@@ -51,7 +50,9 @@ class Trainer:
         self.stop_at = min(total_steps, a.max_steps) if a.max_steps else total_steps
         shape = tuple(inp.train_split.images.shape[1:])
         torch_dir = os.path.dirname(torch.__file__)
-        graph_guess = self._graph_guess(num.precision, torch_dir)  # the step the start-up timing times
+        graph_guess = run_plan.graph_mode_guess(a, device_type=rt.device.type, strategy=rt.strategy,
+                                                precision=num.precision, planned_steps=self.stop_at,
+                                                distributed=rt.distributed, torch_dir=torch_dir)
         comm = compression.decide(
             compression=a.grad_compression, graph_reducer=a.graph_reducer, bucket_mb=a.bucket_mb, device=rt.device,
             world=rt.world, distributed=rt.distributed, graph_mode=graph_guess,
@@ -97,21 +98,6 @@ class Trainer:
         rt.say("ddp-train: step: " + plan.step.describe() + " | comm: " + comm.describe() + " | "
                + " ".join(f"{k}={v}" for k, v in self.header.items() if not k.endswith("_reason")))
         self.metrics.write("start", **self.header)
-
-    def _graph_guess(self, precision: str, torch_dir: str) -> bool:
-        """Graph mode or eager, as the step plan would have it with the communication settings as asked (auto: no
-        compression, the flat reducer; auto never picks PowerSGD, the one setting that makes a run eager): what
-        the start-up timing of the step's compute times, before the link decides the rest."""
-        a, rt = self.config, self.rt
-        try:
-            step = run_plan.step_for(
-                a, grad_compression="none" if a.grad_compression == "auto" else a.grad_compression,
-                graph_reducer="flat" if a.graph_reducer == "auto" else a.graph_reducer, device_type=rt.device.type,
-                strategy=rt.strategy, precision=precision, planned_steps=self.stop_at, distributed=rt.distributed,
-                torch_dir=torch_dir)
-        except TrainError:  # a refused combination: run_plan.decide says so once the plan is made
-            return a.step_mode == "graph"
-        return step.mode == "graph"
 
     def save_checkpoint(self, tag):
         """Every rank: its RNG states to rank 0, which writes the checkpoint (with --output-dir)."""

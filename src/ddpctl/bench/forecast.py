@@ -29,7 +29,7 @@ The model, per workload (ddp-train's device pipeline, its default communication 
 from __future__ import annotations
 
 from ddpctl.bench import efficiency as eff
-from ddpctl.bench.plan import PIPELINE_ALIASES, WORKLOADS
+from ddpctl.bench.plan import PIPELINE_ALIASES, WORKLOADS, nodes_of
 from ddpctl.bench.scaling_model import (
     DEFAULT_LINKS,
     FORECAST_GPUS_PER_NODE,
@@ -149,7 +149,7 @@ def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit], link:
     that one was not probed). A socket cell of other than two nodes has no probe of its own (the probe runs over
     two nodes): its all-reduce is the hierarchical model's over ``link``, the report's measured link, fitted
     from the two-node probe, so such a cell checks the forecast beyond what it was fitted from."""
-    nodes = c.get("nodes", 2 if c.get("link") == "socket" else 1)
+    nodes = nodes_of(c)
     if c.get("link") == "socket" and nodes != 2:
         per_node = c["gpus"] // nodes
         if link is None or c["gpus"] % nodes or (per_node > 1 and not local):

@@ -10,6 +10,7 @@ are worth.
 from __future__ import annotations
 
 from ddpctl.bench import efficiency as eff
+from ddpctl.bench.plan import nodes_of
 
 GRAD_BYTES_PER_PARAM = 4  # DDP all-reduces gradients in the parameters' dtype: fp32 (bf16 autocast keeps fp32 params)
 WIRE_BYTES = {"bf16": 2}  # --grad-compression: bytes per gradient element on the wire (PowerSGD: not modelled)
@@ -79,7 +80,7 @@ def advice(cells: list[dict], interconnect: list[dict]) -> list[dict]:
         if summ.get("step_mode") == "eager" and t_comm > 0.25 * t_c:
             gains.append("PowerSGD (--grad-compression powersgd, eager steps): low-rank gradients, a few % of "
                          "the bytes, at some cost in convergence (never picked by auto)")
-        if c.get("link") == "socket" and c.get("nodes", 2) == 2 and c["gpus"] in socket_gain:
+        if c.get("link") == "socket" and nodes_of(c) == 2 and c["gpus"] in socket_gain:
             before, after = socket_gain[c["gpus"]]
             gains.append(f"NCCL socket threads (ddpctl's default where no InfiniBand is found, on in this cell): "
                          f"busbw {before:.1f} -> {after:.1f} GB/s")

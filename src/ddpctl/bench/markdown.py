@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ddpctl.bench.plan import nodes_of
+
 
 def _f(v, fmt: str, none: str = "-") -> str:
     return none if v is None else format(v, fmt)
@@ -24,13 +26,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def _nodes(c: dict) -> int:
-    """A cell's emulated nodes (older reports have no ``nodes``: their socket cells are two)."""
-    return int(c.get("nodes") or (2 if c.get("link") == "socket" else 1))
-
-
 def _over_sockets(c: dict) -> str:
-    return f" ({_nodes(c)} nodes, sockets)" if c.get("link") == "socket" else ""
+    return f" ({nodes_of(c)} nodes, sockets)" if c.get("link") == "socket" else ""
 
 
 def _strat(c: dict) -> str:
@@ -82,7 +79,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     hl = []
     for h in head["ddp_scaling"]:
         hl.append(f"- DDP scaling efficiency, {h['workload']} on {h['gpus']} {unit}"
-                  f"{f' ({_nodes(h)} nodes over sockets)' if h.get('link') == 'socket' else ''}: "
+                  f"{f' ({nodes_of(h)} nodes over sockets)' if h.get('link') == 'socket' else ''}: "
                   f"**{h['scaling_efficiency']:.1%}** "
                   f"({h['images_per_sec']:,.0f} img/s)")
     for h in head["pipeline_speedup_1gpu"]:

@@ -126,6 +126,11 @@ class Cell:
             f" ({self.nodes} nodes x {self.gpus // self.nodes}, sockets)" if self.link == "socket" else "")
 
 
+def nodes_of(cell: dict) -> int:
+    """A report cell's emulated nodes: its ``nodes``, or (older reports have none) 2 over sockets, 1 local."""
+    return int(cell.get("nodes") or (2 if cell.get("link") == "socket" else 1))
+
+
 def cell_key(workload: str, pipeline: str, strategy: str, gpus: int, link: str = "local", nodes: int = 1) -> str:
     """``workload/pipeline/strategy/gpus``, then ``/socket`` for the two-node emulation and ``/socket/N-nodes`` for
     N other than 2 (the form report.schema.json's key pattern holds)."""

@@ -12,7 +12,7 @@ from ddpctl import __version__
 from ddpctl.bench import efficiency as eff
 from ddpctl.bench import forecast, links
 from ddpctl.bench.markdown import render_markdown
-from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell, cell_key
+from ddpctl.bench.plan import PIPELINES, STRATEGIES, WORKLOADS, Cell, cell_key, nodes_of
 from ddpctl.bench.runner import BenchRun
 
 SCHEMA_VERSION = 1
@@ -166,14 +166,14 @@ def build_report(bench: BenchRun, *, hardware_host: dict, options: dict, command
             c["scaling_efficiency"] = eff.scaling_efficiency(ips(c), ips(base), c["gpus"])
         if c["strategy"] != "ddp" or c["gpus"] < 2 or base is None:
             continue
-        probe = links.probe_for(bench, c["gpus"], c["link"], c.get("nodes", 2))
+        probe = links.probe_for(bench, c["gpus"], c["link"], nodes_of(c))
         t_comm = None
         if probe and c["param_count"]:
             c["interconnect"] = links.bound(c["param_count"], c["summary"], c["gpus"], probe, base["step_time_s"])
             t_comm = c["interconnect"]["t_comm_lb_s"]
         faster = None
         if c["pipeline"] != "device":
-            sib = index.get(cell_key(c["workload"], "device", c["strategy"], c["gpus"], c["link"], c.get("nodes", 1)))
+            sib = index.get(cell_key(c["workload"], "device", c["strategy"], c["gpus"], c["link"], nodes_of(c)))
             if ips(sib):
                 faster = ips(sib) / ips(c)
         d = eff.diagnose(n=c["gpus"], efficiency=c["scaling_efficiency"], step_time=c["step_time_s"],
@@ -230,7 +230,7 @@ def _headline(cells: list[dict], interconnect: list[dict]) -> dict:
     for c in cells:
         if c["strategy"] == "ddp" and c["gpus"] >= 2 and c["pipeline"] == "device" and c["scaling_efficiency"]:
             out["ddp_scaling"].append({"workload": c["workload"], "gpus": c["gpus"], "link": c["link"],
-                                       "nodes": c.get("nodes", 1),
+                                       "nodes": nodes_of(c),
                                        "scaling_efficiency": c["scaling_efficiency"],
                                        "images_per_sec": c["images_per_sec"]["median"]})
     idx = {c["key"]: c for c in cells if c["ok"]}

@@ -62,3 +62,18 @@ def test_decide_makes_every_plan_decision_once():
         run_plan.decide(parse_args(["--debug-reducer-in-eager"]), _comm(graph_reducer="ddp"), **cpu)
     with pytest.raises(TrainError, match="leaves no timed step"):
         run_plan.decide(parse_args(["--warmup-steps", "200"]), _comm(), **cpu)
+
+
+def test_the_graph_mode_guess_before_the_link_is_measured():
+    """What the start-up timing of the step's compute times: graph mode where the step plan picks it with the
+    communication settings as asked (a long CUDA run), eager for a short one, eager for PowerSGD; a refused
+    combination falls back to the flag (decide refuses it later, once)."""
+    cuda = dict(device_type="cuda", strategy="ddp", precision="bf16", distributed=True, torch_dir="/usr/lib/torch")
+    assert run_plan.graph_mode_guess(parse_args([]), planned_steps=5000, **cuda)
+    assert not run_plan.graph_mode_guess(parse_args([]), planned_steps=10, **cuda)
+    assert not run_plan.graph_mode_guess(parse_args(["--grad-compression", "powersgd"]), planned_steps=5000, **cuda)
+    assert not run_plan.graph_mode_guess(parse_args([]), planned_steps=5000, **{**cuda, "device_type": "cpu"})
+    refused = parse_args(["--step-mode", "graph", "--grad-compression", "powersgd"])
+    with pytest.raises(TrainError):
+        run_plan.step_for(refused, grad_compression="powersgd", graph_reducer="flat", planned_steps=5000, **cuda)
+    assert run_plan.graph_mode_guess(refused, planned_steps=5000, **cuda)
