@@ -55,10 +55,18 @@ def _job_id(proc: subprocess.CompletedProcess) -> str:
     return m.group(1)
 
 
-def _job_fields(cluster, job_id: str) -> dict[str, str]:
-    out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
-                         env=cluster.env(), timeout=30).stdout
-    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+def _job_fields(cluster, job_id: str, timeout: float = 30) -> dict[str, str]:
+    """The job's record from ``scontrol show job``, asked again while the controller gives none (under load it
+    answered once with nothing at all, seen in CI); an assertion with scontrol's own words after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
+                              env=cluster.env(), timeout=30)
+        fields = dict(kv.split("=", 1) for kv in proc.stdout.split() if "=" in kv)
+        if "JobState" in fields:
+            return fields
+        assert time.monotonic() < deadline, f"scontrol show job {job_id}: {proc.stdout[-300:]}{proc.stderr[-300:]}"
+        time.sleep(0.5)
 
 
 def _final_fields(cluster, job_id: str, timeout: float = 60) -> dict[str, str]:
