@@ -60,6 +60,10 @@ class BucketedAllReduce(FlatAllReduce):
         self.bucket_params = members
         by_id = {id(p): v for p, v in zip(self.params, self.views, strict=True)}
         self.bucket_views = [[by_id[id(p)] for p in ps] for ps in members]
+        self.bucket_comm_views = None  # the same views of the bf16 buffer (bf16 only)
+        if self.comm is not None:
+            comm_by_id = {id(p): c for p, c in zip(self.params, self.comm_views, strict=True)}
+            self.bucket_comm_views = [[comm_by_id[id(p)] for p in ps] for ps in members]
         self.sizes = [len(m) for m in members]
         self.pending = list(self.sizes)
         self.ready = [False] * len(members)
@@ -97,10 +101,11 @@ class BucketedAllReduce(FlatAllReduce):
 
     def _launch(self, i):
         a, b = self.bounds[i]
-        self.gather(self.bucket_params[i], self.bucket_views[i])
-        t = self.grad[a:b]
-        if self.comm is not None:
-            self.comm[a:b].copy_(t)
+        if self.comm is None:
+            self.gather(self.bucket_params[i], self.bucket_views[i])
+            t = self.grad[a:b]
+        else:  # the gradients cast straight into the bucket's slice of the bf16 buffer
+            self.gather(self.bucket_params[i], self.bucket_views[i], self.bucket_comm_views[i])
             t = self.comm[a:b]
         if self.gloo is None:
             self.gloo = dist.get_backend() != "nccl"

@@ -9,9 +9,9 @@ The ``auto`` rule. On a CUDA run of several ranks (NCCL) that leaves anything on
 decide alike): ``busbw = 2(n-1)/n x bytes / time``, as the all-reduce probe reports it. It costs a few
 milliseconds on NVLink and ~0.1 s on a 2 GB/s socket link.
 
-- **fast link** (busbw >= :data:`SLOW_LINK_GBPS`: NVLink, a PCIe switch, fast InfiniBand): no compression,
-  graph mode's ``flat`` reducer (one all-reduce after the backward: ~0.2 ms for ResNet-18 on NVLink), DDP's
-  25 MB buckets. Compression would only add cast kernels there.
+- **fast link** (busbw >= :data:`SLOW_LINK_GBPS`: NVLink, a PCIe switch, fast InfiniBand): graph mode's
+  ``flat`` reducer (one all-reduce after the backward: ~0.2 ms for ResNet-18 on NVLink), DDP's 25 MB buckets,
+  and no compression, unless the step is short enough that the all-reduce is a visible share of it (below).
 - **slow link** (Ethernet, NCCL's socket transport, a PCIe path without peer access): ``bf16`` (half the bytes
   on the wire; parameters, optimizer and the fp32 gradient buffer unchanged), graph mode's ``bucketed`` reducer
   (buckets all-reduced while the backward runs, so the link works during compute instead of after it), and
@@ -25,10 +25,15 @@ of the model on a synthetic batch of the run's shape, as graph mode runs it unle
 slowest rank's time) and the plan carries a :class:`Prediction`: ``t_step = t_compute + exposed``, the
 all-reduce time ``t_comm = 2(n-1)/n x wire bytes / busbw`` of which the bucketed reducer and eager DDP hide
 ``min(f x t_comm, t_compute)`` behind the backward (:data:`OVERLAP_FRACTION`; graph mode's flat reducer hides
-none), and the predicted share of one GPU's pace ``t_compute / t_step``, which the run's first line states. On a
-slow link it also decides the compression: bf16 only when it is predicted to gain at least
-:data:`COMPRESSION_MIN_GAIN` of that share over fp32 buckets (a step whose compute hides the fp32 all-reduce
-keeps its gradients' precision on the wire).
+none), and the predicted share of one GPU's pace ``t_compute / t_step``, which the run's first line states. The
+bf16 path also pays its casts (:data:`CAST_BYTES_PER_PARAM` more bytes through device memory per gradient than
+fp32's gather, at :data:`CAST_BYTES_PER_S`), exposed. The prediction decides the compression: on a slow link
+bf16 only when it is predicted to gain at least :data:`COMPRESSION_MIN_GAIN` of that share over fp32 buckets (a
+step whose compute hides the fp32 all-reduce keeps its gradients' precision on the wire); on a fast link, where
+the flat reducer's all-reduce is exposed whole after the backward, bf16 when the run computes in bf16 (the
+gradients come from bf16 arithmetic already, and bf16 reductions are what Megatron-LM and FSDP's mixed precision
+do by default) in graph mode and it is predicted to gain as much over fp32 flat: ResNet-18's 4.7 ms step on 4
+NVLink GPUs (+1.8 points predicted), not ResNet-50's 64 ms one (+0.3).
 
 ``powersgd`` (never picked by auto: it changes the optimisation, not only the rounding) is torch's PowerSGD
 hook (rank :data:`POWERSGD_RANK`, error feedback, plain all-reduce for the first
@@ -61,7 +66,12 @@ BUCKET_WIRE_S = 0.004
 MIN_BUCKET_MB = 4.0
 DEFAULT_BUCKET_MB = 25.0
 OVERLAP_FRACTION = 0.5  # share of a bucketed all-reduce that runs during the backward (fitted 0.33-0.60 on H100)
-COMPRESSION_MIN_GAIN = 0.01  # bf16 on a slow link only when predicted to gain this much of one GPU's pace
+COMPRESSION_MIN_GAIN = 0.01  # bf16 only when predicted to gain this much of one GPU's pace
+# the bf16 path's extra device-memory traffic against fp32's gather (fp32 read + bf16 written, then bf16 read +
+# fp32 written: 12 bytes a gradient, against the fp32 copy's 8), and the rate of such casting copies (measured on
+# an H200: ResNet-18's 11.2 M gradients cast to bf16 and back in 66 us, 2.0 TB/s)
+CAST_BYTES_PER_PARAM = 4
+CAST_BYTES_PER_S = 2.0e12
 POWERSGD_RANK = 4
 POWERSGD_START_ITER = 10
 LINK_ENV = "DDP_TRAIN_LINK_GBPS"
@@ -73,7 +83,7 @@ class Prediction:
 
     compute_s: float  # the step's compute, timed at start-up
     comm_s: float  # the gradients' all-reduce on the link
-    exposed_s: float  # the part of it not hidden behind the backward
+    exposed_s: float  # the part of it not hidden behind the backward, and bf16's casts
 
     @property
     def efficiency(self) -> float:
@@ -103,19 +113,21 @@ class CommPlan:
 def predict(*, compute_s: float, grad_params: int, busbw_gbps: float, world: int, compression: str,
             graph_reducer: str) -> Prediction:
     """The step's predicted cost (pure): fp32 or bf16 gradients (powersgd counted as bf16: an upper bound) in
-    one all-reduce after the backward (flat) or in buckets during it (bucketed, ddp)."""
+    one all-reduce after the backward (flat) or in buckets during it (bucketed, ddp); bf16's casts exposed."""
     wire = grad_params * (4 if compression == "none" else 2)
     comm = 2 * (world - 1) / world * wire / (busbw_gbps * 1e9)
     hidden = 0.0 if graph_reducer == "flat" else min(OVERLAP_FRACTION * comm, compute_s)
-    return Prediction(compute_s, comm, comm - hidden)
+    cast = 0.0 if compression == "none" else grad_params * CAST_BYTES_PER_PARAM / CAST_BYTES_PER_S
+    return Prediction(compute_s, comm, comm - hidden + cast)
 
 
 def choose(*, compression: str, graph_reducer: str, bucket_mb: float | None, busbw_gbps: float | None,
            world: int, why_unmeasured: str = "", compute_s: float | None = None,
-           grad_params: int | None = None, graph_mode: bool = True) -> CommPlan:
+           grad_params: int | None = None, graph_mode: bool = True, bf16_compute: bool = False) -> CommPlan:
     """The rule (pure): what the auto settings become for a link of ``busbw_gbps`` (None: not measured);
     ``compute_s`` (the step's compute, None: not measured) and ``grad_params`` (the gradients' element count) add
-    the prediction and let a slow link's step that hides fp32 buckets keep fp32."""
+    the prediction, let a slow link's step that hides fp32 buckets keep fp32 and, with ``bf16_compute`` (the run
+    computes in bf16) in graph mode, a fast link's short step all-reduce in bf16."""
     slow = busbw_gbps is not None and busbw_gbps < SLOW_LINK_GBPS
     if busbw_gbps is None:
         link = why_unmeasured or "link not measured"
@@ -134,6 +146,14 @@ def choose(*, compression: str, graph_reducer: str, bucket_mb: float | None, bus
                 compression = "none"
                 picked.append(f"compression none (bf16 would gain {100 * gain:.1f} points: the backward hides "
                               "the fp32 buckets)")
+        elif not slow and timed and graph_mode and bf16_compute and graph_reducer in ("auto", "flat"):
+            shape = dict(compute_s=compute_s, grad_params=grad_params, busbw_gbps=busbw_gbps, world=world,
+                         graph_reducer="flat")
+            gain = predict(**shape, compression="bf16").efficiency - predict(**shape, compression="none").efficiency
+            if gain >= COMPRESSION_MIN_GAIN:
+                compression = "bf16"
+                picked.append(f"compression bf16 (gains {100 * gain:.1f} points over fp32: the short step leaves "
+                              "the all-reduce exposed)")
         if not picked:
             picked.append(f"compression {compression}")
     if graph_reducer == "auto":
@@ -168,12 +188,13 @@ def measure_link(device: torch.device, world: int) -> float:
 
 def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, device: torch.device, world: int,
            distributed: bool, compute_probe: Callable[[], tuple[float, int]] | None = None,
-           graph_mode: bool = True) -> CommPlan:
+           graph_mode: bool = True, bf16_compute: bool = False) -> CommPlan:
     """Resolve the auto settings of ``--grad-compression``, ``--graph-reducer`` and ``--bucket-mb`` (as asked:
     ``compression``, ``graph_reducer``, ``bucket_mb``) and say why; the rest of the run reads the plan.
     ``compute_probe`` times the step's compute on this rank and counts the gradients' elements (seconds, count;
     called on every rank, only where the link was measured or given); ``graph_mode``: whether the step will run
-    as one CUDA graph (eager DDP overlaps its buckets with the backward whatever the graph reducer)."""
+    as one CUDA graph (eager DDP overlaps its buckets with the backward whatever the graph reducer);
+    ``bf16_compute``: whether the run computes in bf16 (autocast)."""
     auto = compression == "auto" or graph_reducer == "auto" or bucket_mb is None
     busbw, why = None, ""
     if not (distributed and world > 1):
@@ -193,7 +214,7 @@ def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, dev
         compute_s, grad_params = timed_compute(compute_probe, device)
     plan = choose(compression=compression, graph_reducer=graph_reducer, bucket_mb=bucket_mb,
                   busbw_gbps=busbw, world=world, why_unmeasured=why, compute_s=compute_s, grad_params=grad_params,
-                  graph_mode=graph_mode)
+                  graph_mode=graph_mode, bf16_compute=bf16_compute)
     if busbw is not None and os.environ.get(LINK_ENV):
         plan = replace(plan, reason=f"{LINK_ENV}: " + plan.reason)
     if not (distributed and world > 1):

@@ -56,6 +56,7 @@ class Trainer:
         comm = compression.decide(
             compression=a.grad_compression, graph_reducer=a.graph_reducer, bucket_mb=a.bucket_mb, device=rt.device,
             world=rt.world, distributed=rt.distributed, graph_mode=graph_guess,
+            bf16_compute=num.amp_dtype == torch.bfloat16,
             compute_probe=lambda: compute_probe.measure(
                 model=a.model, shape=shape, num_classes=int(d.num_classes), batch=self.per_rank_batch,
                 device=rt.device, amp_dtype=num.amp_dtype, channels_last=num.channels_last, graph=graph_guess))

@@ -210,7 +210,7 @@ def render_forecast(fc: dict, unit: str = "GPUs") -> list[str]:
              "cells and probes (docs/bench.md, \"The scaling forecast\"): t_step = t_1 + o + the all-reduce time not "
              "hidden behind the backward; the all-reduce is hierarchical (the in-node probe's latency + bandwidth "
              "fit, then the link between nodes), with the communication plan ddp-train's `auto` picks for that "
-             "link (fp32 flat, or bf16 in buckets during the backward).", ""]
+             "link (flat after the backward, or in buckets during it; fp32 or bf16).", ""]
     lines += [] if not fc["workloads"] else _table(
         ["workload", "t_1 ms (1 GPU)", "o ms (distributed overhead)", "f (overlap fraction, buckets)", "fitted from"], [
         [w["workload"], f"{w['t_1_s'] * 1e3:.2f}", f"{w['overhead_s'] * 1e3:.3f}", f"{w['overlap']:.2f}",

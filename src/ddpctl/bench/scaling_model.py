@@ -18,6 +18,8 @@ MIN_BUCKET_MB = 4.0
 DEFAULT_BUCKET_MB = 25.0
 OVERLAP_FRACTION = 0.5  # the rule's own overlap assumption (the forecast fits its f from the cells instead)
 COMPRESSION_MIN_GAIN = 0.01
+CAST_BYTES_PER_PARAM = 4  # bf16's casts: device-memory bytes a gradient beyond fp32's gather ...
+CAST_BYTES_PER_S = 2.0e12  # ... at this rate
 GRAD_BYTES_PER_PARAM = 4
 
 FORECAST_NODES = (1, 2, 8, 64)  # the report's grid: nodes ...
@@ -139,21 +141,31 @@ class CommPlan:
         return self.reducer != "flat"
 
 
-def _rule_efficiency(t_1: float, params: int, busbw_gbps: float, world: int, bytes_per_param: int) -> float:
-    """ddp-train's start-up prediction for bucketed gradients (its compression module's ``predict``)."""
+def _rule_efficiency(t_1: float, params: int, busbw_gbps: float, world: int, bytes_per_param: int,
+                     overlaps: bool = True) -> float:
+    """ddp-train's start-up prediction (its compression module's ``predict``): gradients of ``bytes_per_param``
+    in buckets during the backward (``overlaps``) or in one all-reduce after it; bf16's casts exposed."""
     comm = eff.bus_factor(world) * params * bytes_per_param / (busbw_gbps * 1e9)
-    return t_1 / (t_1 + comm - min(OVERLAP_FRACTION * comm, t_1))
+    hidden = min(OVERLAP_FRACTION * comm, t_1) if overlaps else 0.0
+    cast = params * CAST_BYTES_PER_PARAM / CAST_BYTES_PER_S if bytes_per_param == 2 else 0.0
+    return t_1 / (t_1 + comm - hidden + cast)
 
 
 def auto_plan(busbw_gbps: float | None, world: int, *, graph: bool = True, t_1: float | None = None,
-              params: int | None = None) -> CommPlan:
+              params: int | None = None, bf16_compute: bool = True) -> CommPlan:
     """ddp-train's ``auto`` rule for a link of ``busbw_gbps`` (None: not measured, e.g. CPU ranks); with the
-    step's compute ``t_1`` and the parameter count, a slow link whose step hides fp32 buckets keeps fp32."""
+    step's compute ``t_1`` and the parameter count, a slow link whose step hides fp32 buckets keeps fp32, and a
+    fast link's short graph-mode step of a bf16 run (``bf16_compute``: ddp-train's default on a GPU) all-reduces
+    in bf16 where that gains enough."""
     slow = busbw_gbps is not None and busbw_gbps < SLOW_LINK_GBPS
     compression = "bf16" if slow else "none"
     if slow and world > 1 and t_1 and params:
         gain = _rule_efficiency(t_1, params, busbw_gbps, world, 2) - _rule_efficiency(t_1, params, busbw_gbps, world,
                                                                                       GRAD_BYTES_PER_PARAM)
+        compression = "bf16" if gain >= COMPRESSION_MIN_GAIN else "none"
+    elif busbw_gbps is not None and not slow and graph and bf16_compute and world > 1 and t_1 and params:
+        gain = (_rule_efficiency(t_1, params, busbw_gbps, world, 2, overlaps=False)
+                - _rule_efficiency(t_1, params, busbw_gbps, world, GRAD_BYTES_PER_PARAM, overlaps=False))
         compression = "bf16" if gain >= COMPRESSION_MIN_GAIN else "none"
     reducer = ("bucketed" if slow else "flat") if graph else "ddp"
     bucket_mb = DEFAULT_BUCKET_MB
