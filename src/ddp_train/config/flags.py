@@ -172,8 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how gradients cross the link: bf16 (half the bytes: a DDP comm hook in eager mode, a bf16 "
                    "copy of the gradient buffer in graph mode), powersgd (torch's PowerSGD hook, rank 4, eager "
                    "steps only), none (fp32); auto (default): bf16 when the all-reduce measured at start-up is slow "
-                   "(< 25 GB/s busbw: Ethernet, sockets), else none; CPU runs: none. The first log line says "
-                   "which and why")
+                   "(< 25 GB/s busbw: Ethernet, sockets) or, on a fast link, when a bf16 graph-mode step is short "
+                   "enough that bf16 is predicted to gain a point over fp32; else none; CPU runs: none. The "
+                   "first log line says which and why")
     g.add_argument("--static-graph", action="store_true",
                    help="DDP static_graph=True (the model's autograd graph is the same every step)")
     g.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (BN stats must then match)")
