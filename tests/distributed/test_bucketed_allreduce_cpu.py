@@ -81,6 +81,11 @@ def _worker(rank, world, init_file, out_dir):
             else:
                 red.zero_grad()
                 red.pre_forward()
+            if kind == "b-4k-bf16" and step == 0:  # this rank's own gradients, from a twin of the model
+                twin = Mixed().to(memory_format=torch.channels_last)
+                twin.load_state_dict(model.state_dict())
+                nn.functional.cross_entropy(twin(x, rank0=rank == 0), y).backward()
+                res[f"{kind}/local"] = _grads(twin)
             loss = nn.functional.cross_entropy(net(x, rank0=rank == 0), y)
             loss.backward()
             if isinstance(red, BucketedAllReduce):
@@ -199,3 +204,18 @@ def test_training_loop_through_the_bucketed_reducer_matches_flat(tmp_path):
     assert len(curves["flat"]) >= 4
     assert curves["bucketed"] == pytest.approx(curves["flat"], abs=2e-4)
     assert curves["ddp"] == pytest.approx(curves["flat"], abs=2e-4)
+
+
+def test_bf16_buckets_are_the_average_of_the_bf16_rounded_gradients(results):
+    """Each rank's gradients cast straight into the bf16 buckets, summed, halved and cast back: every parameter's
+    gradient is exactly (bf16(g0) + bf16(g1)) / 2 of the two ranks' own gradients (the unused layer's zeros and
+    the rank-0-only layer's half included), in the parameter's own strides, on both ranks."""
+    r0, r1 = results
+    local0, local1 = r0["b-4k-bf16/local"], r1["b-4k-bf16/local"]
+    for name, g0 in local0.items():
+        expect = ((g0.to(torch.bfloat16) + local1[name].to(torch.bfloat16)) / 2).float()
+        for r in (r0, r1):
+            got = r["b-4k-bf16/grads"][name]
+            assert torch.equal(got, expect), name
+            assert got.stride() == expect.stride() or got.is_contiguous(memory_format=torch.channels_last), name
+    assert not torch.equal(local0["fc2.weight"], local1["fc2.weight"])  # the ranks' batches differ

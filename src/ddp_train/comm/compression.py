@@ -33,14 +33,15 @@ step whose compute hides the fp32 all-reduce keeps its gradients' precision on t
 the flat reducer's all-reduce is exposed whole after the backward, bf16 when the run computes in bf16 (the
 gradients come from bf16 arithmetic already, and bf16 reductions are what Megatron-LM and FSDP's mixed precision
 do by default) in graph mode and it is predicted to gain as much over fp32 flat: ResNet-18's 4.7 ms step on 4
-NVLink GPUs (+1.8 points predicted), not ResNet-50's 64 ms one (+0.3).
+NVLink GPUs (+1.8 points predicted), not ResNet-50's 64 ms one over NVLink (+0.3).
 
 ``powersgd`` (never picked by auto: it changes the optimisation, not only the rounding) is torch's PowerSGD
 hook (rank :data:`POWERSGD_RANK`, error feedback, plain all-reduce for the first
 :data:`POWERSGD_START_ITER` steps) on eager DDP; PowerSGD keeps per-step state on the host, so a run with it is
 eager (``ddp_train.config.step_plan``). ``bf16`` in eager mode is a DDP communication hook (:func:`bf16_hook`, as
 torch's ``bf16_compress_hook``, which works with gloo too); in graph mode the flat and bucketed reducers
-all-reduce a bf16 copy of their gradient buffer (``ddp_train.comm.flat_reduce``).
+cast the backward's gradients straight into a bf16 buffer, all-reduce it and cast the average back into their
+fp32 buffer (``ddp_train.comm.flat_reduce``).
 
 ``DDP_TRAIN_LINK_GBPS`` (a number, GB/s busbw) skips the measurement and takes that figure instead, for links
 the start-up measurement misjudges (a shared link busy at start-up, say).
@@ -83,16 +84,18 @@ class Prediction:
 
     compute_s: float  # the step's compute, timed at start-up
     comm_s: float  # the gradients' all-reduce on the link
-    exposed_s: float  # the part of it not hidden behind the backward, and bf16's casts
+    exposed_s: float  # the part of it not hidden behind the backward
+    cast_s: float = 0.0  # bf16's casts of the gradients (exposed: they run on the step's stream)
 
     @property
     def efficiency(self) -> float:
-        """Predicted share of one GPU's pace: ``t_compute / (t_compute + exposed)``."""
-        return self.compute_s / (self.compute_s + self.exposed_s)
+        """Predicted share of one GPU's pace: ``t_compute / (t_compute + exposed + casts)``."""
+        return self.compute_s / (self.compute_s + self.exposed_s + self.cast_s)
 
     def describe(self) -> str:
+        casts = f", casts {1e3 * self.cast_s:.2f} ms" if self.cast_s else ""
         return (f"predicted {100 * self.efficiency:.0f}% of one GPU's pace (compute {1e3 * self.compute_s:.1f} ms, "
-                f"all-reduce {1e3 * self.comm_s:.1f} ms, {1e3 * self.exposed_s:.1f} ms of it exposed)")
+                f"all-reduce {1e3 * self.comm_s:.1f} ms, {1e3 * self.exposed_s:.1f} ms of it exposed{casts})")
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ def predict(*, compute_s: float, grad_params: int, busbw_gbps: float, world: int
     comm = 2 * (world - 1) / world * wire / (busbw_gbps * 1e9)
     hidden = 0.0 if graph_reducer == "flat" else min(OVERLAP_FRACTION * comm, compute_s)
     cast = 0.0 if compression == "none" else grad_params * CAST_BYTES_PER_PARAM / CAST_BYTES_PER_S
-    return Prediction(compute_s, comm, comm - hidden + cast)
+    return Prediction(compute_s, comm, comm - hidden, cast)
 
 
 def choose(*, compression: str, graph_reducer: str, bucket_mb: float | None, busbw_gbps: float | None,

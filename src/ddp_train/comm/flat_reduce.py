@@ -10,8 +10,9 @@ What DDP does, done with plain collectives that a CUDA graph holds as they are:
 - each parameter's ``.grad`` is set to None at the start of a step, so autograd's AccumulateGrad keeps the
   gradient the backward produced as it is (no kernel), exactly as a single-GPU step with
   ``zero_grad(set_to_none=True)`` does; before the all-reduce one multi-tensor copy moves them into ``self.grad``
-  and each ``.grad`` becomes a view into it with the parameter's own strides (channels_last weights too), so the
-  optimizer reads the averaged gradients in place. (Accumulating into the zeroed buffer instead costs a 45 MB
+  (into the bf16 buffer ``self.comm`` with bf16, see below) and each ``.grad`` becomes a view into ``self.grad``
+  with the parameter's own strides (channels_last weights too), so the optimizer reads the averaged gradients in
+  place. (Accumulating into the zeroed buffer instead costs a 45 MB
   memset and one read-modify-write kernel per parameter: ~0.2 ms per ResNet-18 step on an H100, measured with
   the collectives switched off, 2x H100, docs/benchmarks/2026-11-26-benchmarks.md);
 - with ``broadcast_buffers`` (DDP's default), the floating-point buffers (BatchNorm running statistics) are
@@ -139,14 +140,15 @@ class FlatAllReduce:
         ``comm_views`` of the bf16 buffer, into those (one multi-tensor copy, casting as it goes; zeros for a
         parameter the backward did not reach); point each ``.grad`` at its fp32 view either way."""
         src, dst, zero = [], [], []
-        for p, v, c in zip(params, views, comm_views if comm_views is not None else views, strict=True):
+        targets = comm_views if comm_views is not None else views
+        for p, view, target in zip(params, views, targets, strict=True):
             g = p.grad
             if g is None:
-                zero.append(c)
-            elif comm_views is not None or g.data_ptr() != v.data_ptr():  # the view already: nothing to move
+                zero.append(target)
+            elif comm_views is not None or g.data_ptr() != view.data_ptr():  # the view already: nothing to move
                 src.append(g)
-                dst.append(c)
-            p.grad = v
+                dst.append(target)
+            p.grad = view
         if dst:
             torch._foreach_copy_(dst, src)
         if zero:

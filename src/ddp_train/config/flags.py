@@ -169,8 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the steps whose buffers evaluation or the sync check read, with the same values for every "
                         "reader; --no-broadcast-buffers: never, BN stats drift per rank")
     g.add_argument("--grad-compression", default="auto", choices=["auto", "none", "bf16", "powersgd"],
-                   help="how gradients cross the link: bf16 (half the bytes: a DDP comm hook in eager mode, a bf16 "
-                   "copy of the gradient buffer in graph mode), powersgd (torch's PowerSGD hook, rank 4, eager "
+                   help="how gradients cross the link: bf16 (half the bytes: a DDP comm hook in eager mode, the "
+                   "gradients cast into a bf16 buffer in graph mode), powersgd (torch's PowerSGD hook, rank 4, eager "
                    "steps only), none (fp32); auto (default): bf16 when the all-reduce measured at start-up is slow "
                    "(< 25 GB/s busbw: Ethernet, sockets) or, on a fast link, when a bf16 graph-mode step is short "
                    "enough that bf16 is predicted to gain a point over fp32; else none; CPU runs: none. The "

@@ -11,12 +11,14 @@ The model, per workload (ddp-train's device pipeline, its default communication 
   local fit at G GPUs (the largest probed count when G was not probed), the network part a named link's
   bandwidth and per-hop latency, ``2 min(N-1, ceil(log2 N))`` hops (ring or tree, the shorter);
 - **the communication plan** is ddp-train's ``--grad-compression auto`` rule (``ddp_train`` ``compression.choose``,
-  mirrored in :func:`auto_plan`): the busbw a 32 MiB all-reduce reaches on the configuration decides fp32 with
-  one flat all-reduce after the backward (fast link), or gradients in buckets all-reduced during the backward
-  (slow link, buckets sized from the link), bf16 unless the step's compute (``t_1``; a cell's own start-up
-  timing where its summary has one) hides the fp32 buckets nearly as well;
+  mirrored in :func:`auto_plan`): the busbw a 32 MiB all-reduce reaches on the configuration decides one flat
+  all-reduce after the backward (fast link: fp32, bf16 where the step's compute ``t_1`` is short enough that bf16
+  gains a point) or gradients in buckets all-reduced during the backward (slow link, buckets sized from the
+  link), bf16 unless the step's compute (``t_1``; a cell's own start-up timing where its summary has one) hides
+  the fp32 buckets nearly as well;
 - **the step**: ``t_step = t_1 + o + exposed``: ``t_1`` the 1-GPU step (no communication), ``o`` the per-step
-  cost of running distributed beyond the all-reduce (fitted from the measured flat cells), ``exposed`` the
+  cost of running distributed beyond the all-reduce (fitted from the measured flat cells; bf16's casts, a few
+  hundredths of a millisecond, are in it where those cells ran bf16, not a term of their own), ``exposed`` the
   all-reduce time not hidden behind the backward: all of it with the flat reducer; ``t_comm - min(f x t_comm,
   t_1)`` with buckets, where ``f``, the overlap fraction (the share of the all-reduce that runs while the
   backward computes), is fitted from the measured bucketed cells, and no more than the step's compute hides;
