@@ -58,12 +58,11 @@ class BucketedAllReduce(FlatAllReduce):
             self.bounds.append((start, off))
             members.append(cur)
         self.bucket_params = members
-        by_id = {id(p): v for p, v in zip(self.params, self.views, strict=True)}
-        self.bucket_views = [[by_id[id(p)] for p in ps] for ps in members]
-        self.bucket_comm_views = None  # the same views of the bf16 buffer (bf16 only)
-        if self.comm is not None:
-            comm_by_id = {id(p): c for p, c in zip(self.params, self.comm_views, strict=True)}
-            self.bucket_comm_views = [[comm_by_id[id(p)] for p in ps] for ps in members]
+        index = {id(p): i for i, p in enumerate(self.params)}
+        self.bucket_views = [[self.views[index[id(p)]] for p in ps] for ps in members]
+        # the same views of the bf16 buffer (None per bucket without it)
+        self.bucket_comm_views = ([None] * len(members) if self.comm_views is None else
+                                  [[self.comm_views[index[id(p)]] for p in ps] for ps in members])
         self.sizes = [len(m) for m in members]
         self.pending = list(self.sizes)
         self.ready = [False] * len(members)
@@ -101,12 +100,9 @@ class BucketedAllReduce(FlatAllReduce):
 
     def _launch(self, i):
         a, b = self.bounds[i]
-        if self.comm is None:
-            self.gather(self.bucket_params[i], self.bucket_views[i])
-            t = self.grad[a:b]
-        else:  # the gradients cast straight into the bucket's slice of the bf16 buffer
-            self.gather(self.bucket_params[i], self.bucket_views[i], self.bucket_comm_views[i])
-            t = self.comm[a:b]
+        # with bf16 the gradients are cast straight into the bucket's slice of the bf16 buffer
+        self.gather(self.bucket_params[i], self.bucket_views[i], self.bucket_comm_views[i])
+        t = (self.grad if self.comm is None else self.comm)[a:b]
         if self.gloo is None:
             self.gloo = dist.get_backend() != "nccl"
         op = dist.ReduceOp.SUM if self.gloo else dist.ReduceOp.AVG  # gloo has no AVG: divided after the wait

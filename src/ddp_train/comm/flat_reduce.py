@@ -103,10 +103,11 @@ class FlatAllReduce:
         self.skip_sync = skip_sync
         off = 0
         self.views = []  # each parameter's slice of self.grad, with the parameter's shape and strides
-        self.comm_views = []  # the same slices of self.comm (bf16 only): where the backward's gradients go
+        # the same slices of self.comm (None without it): where the backward's gradients go with bf16
+        self.comm_views = None if self.comm is None else []
         for p in self.params:
             self.views.append(_view_like(self.grad, p, off))
-            if self.comm is not None:
+            if self.comm_views is not None:
                 self.comm_views.append(_view_like(self.comm, p, off))
             p.grad = self.views[-1]
             off += p.numel()
@@ -176,7 +177,7 @@ class FlatAllReduce:
         if self.skip_sync:
             self.gather(self.params, self.views)
             return
-        self.gather(self.params, self.views, self.comm_views if self.comm is not None else None)
+        self.gather(self.params, self.views, self.comm_views)
         t = self.grad if self.comm is None else self.comm
         if dist.get_backend() == "nccl":
             dist.all_reduce(t, op=dist.ReduceOp.AVG)
