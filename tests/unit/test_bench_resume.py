@@ -101,3 +101,31 @@ def test_other_options_or_another_host_are_refused(tmp_path):
         run_bench(OPTIONS, out, runner=Scripted(gpus=2), plots=False, resume=True)
     with pytest.raises(UsageError, match="no bench-state.json there"):
         run_bench(OPTIONS, tmp_path / "empty", runner=Scripted(), plots=False, resume=True)
+
+
+def test_each_call_records_its_code_and_a_resume_on_other_code_says_so(tmp_path):
+    """Every call records the fingerprint of the ddpctl and ddp_train code it ran; a resumed call on other code
+    (here: the earlier call's fingerprint edited) says in a note that the report mixes both, and report.md names
+    the resumed call's code."""
+    import io
+
+    from ddpctl.bench.progress import BenchProgress
+    from ddpctl.bench.resume import source_change, source_fingerprint
+
+    here = source_fingerprint()
+    assert len(here) == 12 and int(here, 16) >= 0 and source_fingerprint() == here
+    out = tmp_path / "r"
+    with pytest.raises(Interrupted):
+        run_bench(OPTIONS, out, runner=Scripted(stop_after=2), command="ddpctl bench -o r", plots=False)
+    state = json.loads((out / STATE_FILE).read_text())
+    assert [c["source"] for c in state["calls"]] == [here]
+    assert source_change(state, here) is None and source_change({"calls": [{"created": "x"}]}, here) is None
+    state["calls"][0]["source"] = "0123456789ab"
+    (out / STATE_FILE).write_text(json.dumps(state))
+    said = io.StringIO()
+    rep, _ = run_bench(OPTIONS, out, runner=Scripted(), plots=False, resume=True,
+                       progress=BenchProgress(stream=said, tty=False))
+    assert (f"the code differs from the earlier call's (source 0123456789ab there, {here} here)" in said.getvalue())
+    assert rep["source"] == "0123456789ab" and rep["resumed"][0]["source"] == here
+    md = (out / "report.md").read_text()
+    assert "(source 0123456789ab)" in md and f"(source {here}: other code than the first call's)" in md

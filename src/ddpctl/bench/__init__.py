@@ -59,7 +59,10 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     # the report's first call gives its date and command; each resumed call is listed after it
     created = state.get("created", now) if state else now
     first_command = state.get("command", command) if state else command
-    this_call = {"created": now, "command": command, "duration_s": 0.0, "runs": 0}
+    source = resume_state.source_fingerprint()
+    if state is not None and (change := resume_state.source_change(state, source)):
+        progress.note(change)
+    this_call = {"created": now, "command": command, "duration_s": 0.0, "runs": 0, "source": source}
     calls = [*(state.get("calls") or []), this_call] if state else [this_call]
     matrix = resume_state.matrix_options(options)
     started = time.monotonic()
@@ -91,6 +94,8 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     }
     rep = report.build_report(bench, hardware_host=smi, options=opts, command=first_command, created=created,
                               runtime=options.runtime)
+    if calls[0].get("source"):
+        rep["source"] = calls[0]["source"]
     if len(calls) > 1:
         rep["resumed"] = calls[1:]
     written = report.write_report(rep, outdir, plots=plots)

@@ -45,18 +45,27 @@ PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU
          ("forecast.png", "Scaling forecast: N nodes x 8 GPUs over the named links, with the validated cells"))
 
 
+def _source_of(call: dict, report: dict) -> str:
+    """A resumed call's code, where it recorded it: said only when it is not the first call's."""
+    source = call.get("source")
+    if not source or source == report.get("source"):
+        return ""
+    return f" (source {source}: other code than the first call's)" if report.get("source") else f" (source {source})"
+
+
 def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> str:
     hw = report["hardware"]
     dev = report["plan"]["device"]
     unit = "GPUs" if dev == "cuda" else "procs"
     lines = ["# ddpctl bench report", "",
              f"- created: {report['created']} ({report['duration_s']:.0f} s), runtime: {report['runtime']}, "
-             f"ddpctl {report['tool']['version']}",
+             f"ddpctl {report['tool']['version']}" + (f" (source {report['source']})" if report.get("source") else ""),
              f"- command: `{report['command']}`",
              f"- matrix: {report['plan']['cells']} cells x {report['plan']['repeat']} repeat(s) on "
              f"{', '.join(map(str, report['plan']['gpu_counts']))} {unit}; figures are medians of the repeats",
              *([f"- resumed (`--resume`): {len(report['resumed'])} more call(s), "
-                + "; ".join(f"{c['created']}, {c['runs']} run(s) in {c['duration_s']:.0f} s" for c in report["resumed"])]
+                + "; ".join(f"{c['created']}, {c['runs']} run(s) in {c['duration_s']:.0f} s" + _source_of(c, report)
+                            for c in report["resumed"])]
                if report.get("resumed") else []),
              ""]
     lines += ["## Hardware", ""]

@@ -5,11 +5,15 @@ Every ``ddpctl bench`` keeps ``DIR/bench-state.json`` up to date after each run:
 system info, every probe and every run (its exit code, wall time, error and ddp-train's summary line). A resumed
 call checks that its options are the report's (only ``--time-budget``, ``--cell-timeout`` and ``--python`` may
 differ) and that the host has the same GPUs, keeps every probe and run that was measured (a failed run
-included: it is a result), and runs only those the budget skipped or that never started.
+included: it is a result), and runs only those the budget skipped or that never started. Each call records the
+fingerprint of the code that ran it (:func:`source_fingerprint`); a resumed call whose code differs from the
+earlier calls' says so (the report then mixes runs of both, and its first lines name each call's fingerprint).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 from pathlib import Path
 
@@ -24,6 +28,38 @@ MATRIX_FLAGS = {"workloads": "--workloads", "strategies": "--strategies", "gpus"
                 "warmup": "--warmup", "steps": "--steps", "repeat": "--repeat", "batch_size": "--batch-size",
                 "runtime": "--runtime", "probe": "--no-probe", "probe_max_bytes": "--probe-max",
                 "extra_args": "--train-arg", "image": "--image", "links": "--links", "socket_nodes": "--socket-nodes"}
+
+
+SOURCE_PACKAGES = ("ddpctl", "ddp_train")  # the code a bench call runs: the control plane and the trainer
+
+
+def source_fingerprint() -> str:
+    """12 hex digits of a SHA-256 over the Python and JSON files of the ddpctl and ddp_train packages this
+    process would run (paths and contents, in a fixed order), or ``unknown`` where they cannot be read. Located
+    without importing them (ddp_train imports torch)."""
+    digest = hashlib.sha256()
+    try:
+        for name in SOURCE_PACKAGES:
+            spec = importlib.util.find_spec(name)
+            if spec is None or not spec.submodule_search_locations:
+                return "unknown"
+            root = Path(next(iter(spec.submodule_search_locations)))
+            for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json") and p.is_file()):
+                digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
+                digest.update(path.read_bytes())
+                digest.update(b"\0")
+    except (OSError, ImportError, ValueError):
+        return "unknown"
+    return digest.hexdigest()[:12]
+
+
+def source_change(state: dict, source: str) -> str | None:
+    """A note when this call's code differs from an earlier call's (None: the same, or not recorded there)."""
+    earlier = [c.get("source") for c in state.get("calls") or [] if c.get("source")]
+    if not earlier or all(s == source for s in earlier):
+        return None
+    return (f"the code differs from the earlier call's (source {earlier[-1]} there, {source} here): the report "
+            "will mix runs of both; start afresh in another directory for one version's figures")
 
 
 def matrix_options(options) -> dict:
