@@ -168,9 +168,11 @@ def test_one_gpu_graph_with_compile_loss_curve_matches_eager(tmp_path):
 def test_two_gpus_graph_bucketed_reducer_matches_flat(tmp_path):
     """--graph-reducer bucketed (bucket all-reduces launched from post-accumulate-grad hooks, overlapping the
     backward, captured in the graph): in sync, and the same loss curve as the flat reducer's within bf16 noise
-    (both --deterministic; only the all-reduce's grouping differs)."""
+    (both --deterministic and fp32 on the wire: only the all-reduce's grouping differs; auto would put a fast
+    link's flat reducer in bf16)."""
     curves = {}
-    for reducer, extra in (("flat", []), ("bucketed", ["--bucket-mb", "8"])):
+    for reducer, extra in (("flat", ["--grad-compression", "none"]),
+                           ("bucketed", ["--grad-compression", "none", "--bucket-mb", "8"])):
         m = tmp_path / f"{reducer}.jsonl"
         s = summary(ok(torchrun(2, GRAPH + ["--step-mode", "graph", "--graph-reducer", reducer, *extra,
                                             "--metrics-file", str(m)])[0]))
@@ -263,6 +265,7 @@ def test_two_gpus_auto_compresses_over_sockets_only():
     rule = compression.choose(compression="auto", graph_reducer="auto", bucket_mb=None, busbw_gbps=busbw, world=2,
                               compute_s=s["step_compute_s"], grad_params=s["params"], bf16_compute=True)
     assert s["grad_compression"] == rule.compression and s["graph_reducer"] == "flat" and s["sync_check"] == "pass"
+    assert abs(s["link_busbw_gbps"] - busbw) <= 0.051, (s["link_busbw_gbps"], busbw)  # the summary says it too
     assert ("compression bf16 (gains " in first) == (rule.compression == "bf16"), first
     assert "of one GPU's pace (compute " in first and 0.5 < s["predicted_efficiency"] <= 1 and s["step_compute_s"] > 0
     fast = s["predicted_efficiency"]

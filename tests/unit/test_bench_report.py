@@ -270,3 +270,34 @@ def test_plots_of_a_matrix_without_lines_draw_no_empty_legend(tmp_path):
         warnings.simplefilter("error")
         written = make_plots(rep, tmp_path)
     assert written and all((tmp_path / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+
+
+def test_each_run_keeps_the_link_it_measured_at_start_up_and_the_cell_their_median():
+    """ddp-train's summary says the link busbw it chose its plan from (link_busbw_gbps; older runs only in the
+    first words of comm_reason): each run keeps it, the cell the median; a run that measured none, a reason in
+    another form or one that is not text gives none."""
+    from ddpctl.bench.report import _link_gbps
+
+    assert _link_gbps({"link_busbw_gbps": 6.4, "comm_reason": "link 9.9 GB/s busbw < 25: slow"}) == 6.4
+    assert _link_gbps({"comm_reason": "link 8.8 GB/s busbw < 25: slow (auto: compression bf16)"}) == 8.8
+    for summary in (None, {}, {"comm_reason": "one rank: nothing to all-reduce"}, {"comm_reason": 7},
+                    {"comm_reason": "link 1e400 GB/s busbw "}, {"link_busbw_gbps": True}, {"link_busbw_gbps": 0},
+                    {"comm_reason": "x" * 10_000 + "link 5 GB/s busbw "}):
+        assert _link_gbps(summary) is None, summary
+    p = plan(BenchOptions(workloads=("cifar10-resnet18",), strategies=("ddp",), gpus=(2,), links=("socket",),
+                          repeat=3), 2)
+    cell = next(c for c in p.cells if c.link == "socket")
+    bench = BenchRun(sysinfo={"gpu_count": 2, "gpus": [], "torch": "2.11.0"}, plan=p, seconds=1.0)
+    for other in p.cells:
+        for rep_i, link in enumerate((9.8, 4.8, 8.8) if other is cell else (None,)):
+            bench.runs.append(CellRun(other, rep_i, RunResult(0, "", "", 1.0), {
+                "event": "summary", "images_per_sec": 70_000.0 + rep_i, "step_time_s": 0.007, "step_mode": "graph",
+                "global_batch": 256 * other.gpus,
+                **({"comm_reason": f"link {link} GB/s busbw < 25: slow (auto: compression bf16)"} if link else {})}))
+    rep = build_report(bench, hardware_host={}, options={"workloads": ["cifar10-resnet18"], "strategies": ["ddp"],
+                       "gpus": [2], "pipelines": ["device"], "warmup": None, "steps": None, "repeat": 3},
+                       command="ddpctl bench", created="2026-11-27T00:00:00", runtime="host")
+    rep["plots"] = []
+    jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
+    c = cells(rep)[cell.key]
+    assert [r["link_busbw_gbps"] for r in c["runs"]] == [9.8, 4.8, 8.8] and c["link_busbw_gbps"] == 8.8

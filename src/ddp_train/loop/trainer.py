@@ -93,6 +93,8 @@ class Trainer:
             a, rt, device_name=device_name(rt.device), inputs=inp, parts=p, num=num, plan=plan,
             per_rank_batch=self.per_rank_batch, steps_per_epoch=self.steps_per_epoch)
         self.header["comm_reason"] = comm.reason  # the step plan's reason is in the header already
+        if comm.link_gbps is not None:  # measured at start-up, or given by DDP_TRAIN_LINK_GBPS
+            self.header["link_busbw_gbps"] = round(comm.link_gbps, 2)
         if comm.predicted:  # the link and the step's compute were measured (compression.py)
             self.header["predicted_efficiency"] = round(comm.predicted.efficiency, 3)
             self.header["step_compute_s"] = round(comm.predicted.compute_s, 5)

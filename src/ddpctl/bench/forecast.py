@@ -150,20 +150,46 @@ def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit], link:
     """The all-reduce time function of a measured cell's own link: its probe's fit (the nearest world size when
     that one was not probed). A socket cell of other than two nodes has no probe of its own (the probe runs over
     two nodes): its all-reduce is the hierarchical model's over ``link``, the report's measured link, fitted
-    from the two-node probe, so such a cell checks the forecast beyond what it was fitted from."""
+    from the two-node probe, so such a cell checks the forecast beyond what it was fitted from.
+
+    A socket cell whose runs recorded the link they measured at start-up (``link_busbw_gbps``, the median of its
+    runs) gets that link: the bandwidth term is rescaled so that a 32 MiB all-reduce takes what its runs
+    measured, the latency kept. The emulated link is TCP over the host's loopback, shared with everything else
+    the host does, and varies from run to run (4.8-9.8 GB/s in the runs of one 4x H200 report, against 10.5 in
+    its probe); each run chose its plan from, and ran on, its own. In-node links keep the probe's fit (NVLink
+    does not vary; nine probed sizes measure it better than start-up's three 32 MiB all-reduces)."""
     nodes = nodes_of(c)
+    startup = c.get("link_busbw_gbps") if c.get("link") == "socket" else None
     if c.get("link") == "socket" and nodes != 2:
         per_node = c["gpus"] // nodes
         if link is None or c["gpus"] % nodes or (per_node > 1 and not local):
             return None  # one GPU a node needs no in-node probe
         net = Network(local, link)
+        if startup:
+            net = Network(local, _rescaled_link(net, link, startup, nodes, per_node))
         return lambda nbytes: net.allreduce(nbytes, nodes, per_node)
     fits = sockets if c.get("link") == "socket" else local
     if not fits:
         return None
     n = c["gpus"] if c["gpus"] in fits else min(fits, key=lambda k: abs(k - c["gpus"]))
     f = fits[n]
-    return lambda nbytes: f.alpha_s * (c["gpus"] - 1) / max(1, n - 1) + eff.bus_factor(c["gpus"]) * nbytes / f.busbw
+    alpha = f.alpha_s * (c["gpus"] - 1) / max(1, n - 1)
+    busbw = _rescaled_busbw(alpha, f.busbw, startup, c["gpus"]) if startup else f.busbw
+    return lambda nbytes: alpha + eff.bus_factor(c["gpus"]) * nbytes / busbw
+
+
+def _rescaled_busbw(alpha_s: float, busbw: float, startup_gbps: float, world: int) -> float:
+    """The bandwidth (bytes/s) with which ``alpha + 2(n-1)/n x 32 MiB / busbw`` takes what a start-up
+    measurement of ``startup_gbps`` took (the fit's own where that time is within its latency)."""
+    t = eff.bus_factor(world) * PROBE_BYTES / (startup_gbps * 1e9)
+    return eff.bus_factor(world) * PROBE_BYTES / (t - alpha_s) if t > 1.05 * alpha_s else busbw
+
+
+def _rescaled_link(net: Network, link: Link, startup_gbps: float, nodes: int, gpus: int) -> Link:
+    """``link`` with its bandwidth scaled so that the hierarchical all-reduce of 32 MiB over ``nodes`` x ``gpus``
+    has the busbw the runs measured at start-up."""
+    ratio = startup_gbps / net.startup_busbw_gbps(nodes, gpus)
+    return Link(link.name, link.description, link.gbytes_per_s * ratio, link.latency_s, link.nics)
 
 
 def _points(report: dict) -> tuple[list[dict], list[dict]]:
