@@ -115,3 +115,33 @@ def test_resume_bad_input_is_one_line_exit_2(capsys, tmp_path):
     code, _, err = run(capsys, "bench", "--resume", str(tmp_path))
     assert code == 2 and err.count("\n") == 1 and "no bench-state.json there" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_rebuild_a_committed_report_and_bad_input(capsys, tmp_path):
+    """`bench rebuild DIR`: a committed report (copied) made again from its bench-state.json: the same cells and
+    measurements, one line on stderr; a directory without a state, a state that is not JSON or not one ddpctl
+    writes: one line, exit 2, nothing written."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / COMMITTED
+    dest = tmp_path / "a report"
+    shutil.copytree(src, dest)
+    before = json.loads((dest / "report.json").read_text())
+    code, out, err = run(capsys, "bench", "rebuild", str(dest), "--no-plots")
+    assert code in (0, None) and out == "" and err.count("\n") == 1
+    assert err.startswith("bench rebuild: 17 cells; the forecast's largest miss ") and str(dest) in err
+    after = json.loads((dest / "report.json").read_text())
+    assert [c["key"] for c in after["cells"]] == [c["key"] for c in before["cells"]]
+    assert [c["images_per_sec"] for c in after["cells"]] == [c["images_per_sec"] for c in before["cells"]]
+    assert after["hardware"] == before["hardware"] and after["created"] == before["created"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for content, needle in ((None, "no bench-state.json there"), ("{not json", "cannot read bench-state.json"),
+                            ('{"format": 99, "runs": []}', "is not a state this ddpctl writes"),
+                            ('{"format": 1, "runs": [], "matrix": {"colour": "red"}}', "does not describe a matrix")):
+        if content is not None:
+            (empty / "bench-state.json").write_text(content)
+        code, out, err = run(capsys, "bench", "rebuild", str(empty))
+        assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+        assert sorted(p.name for p in empty.iterdir()) == ([] if content is None else ["bench-state.json"])

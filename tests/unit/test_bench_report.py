@@ -276,12 +276,13 @@ def test_each_run_keeps_the_link_it_measured_at_start_up_and_the_cell_their_medi
     """ddp-train's summary says the link busbw it chose its plan from (link_busbw_gbps; older runs only in the
     first words of comm_reason): each run keeps it, the cell the median; a run that measured none, a reason in
     another form or one that is not text gives none."""
-    from ddpctl.bench.report import _link_gbps
+    from ddpctl.bench.links import startup_link_gbps as _link_gbps
 
     assert _link_gbps({"link_busbw_gbps": 6.4, "comm_reason": "link 9.9 GB/s busbw < 25: slow"}) == 6.4
     assert _link_gbps({"comm_reason": "link 8.8 GB/s busbw < 25: slow (auto: compression bf16)"}) == 8.8
     for summary in (None, {}, {"comm_reason": "one rank: nothing to all-reduce"}, {"comm_reason": 7},
                     {"comm_reason": "link 1e400 GB/s busbw "}, {"link_busbw_gbps": True}, {"link_busbw_gbps": 0},
+                    {"link_busbw_gbps": float("nan")}, {"link_busbw_gbps": float("inf")},
                     {"comm_reason": "x" * 10_000 + "link 5 GB/s busbw "}):
         assert _link_gbps(summary) is None, summary
     p = plan(BenchOptions(workloads=("cifar10-resnet18",), strategies=("ddp",), gpus=(2,), links=("socket",),

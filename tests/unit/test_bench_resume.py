@@ -129,3 +129,25 @@ def test_each_call_records_its_code_and_a_resume_on_other_code_says_so(tmp_path)
     assert rep["source"] == "0123456789ab" and rep["resumed"][0]["source"] == here
     md = (out / "report.md").read_text()
     assert "(source 0123456789ab)" in md and f"(source {here}: other code than the first call's)" in md
+
+
+def test_rebuild_makes_the_report_again_from_the_state_alone(tmp_path):
+    """A finished matrix rebuilt: report.json as the run wrote it. One stopped mid-way: the measured runs, the
+    rest listed as not run yet (skipped, not failed), and nothing is run."""
+    from ddpctl.bench import rebuild_report
+
+    out = tmp_path / "r"
+    run_bench(OPTIONS, out, runner=Scripted(), command="ddpctl bench -o r", plots=False)
+    written = json.loads((out / "report.json").read_text())
+    rep, files = rebuild_report(out, plots=False)
+    assert rep == written and json.loads((out / "report.json").read_text()) == written
+    assert [f.name for f in files] == ["report.json", "report.md"]
+
+    cut = tmp_path / "cut"
+    with pytest.raises(Interrupted):
+        run_bench(OPTIONS, cut, runner=Scripted(stop_after=3), command="ddpctl bench -o cut", plots=False)
+    rep, _ = rebuild_report(cut, plots=False)
+    runs = [(c["key"], r["repeat"], r["ok"], r.get("skipped"), r["error"]) for c in rep["cells"] for r in c["runs"]]
+    assert runs == [("toy/device/single/1", 0, True, False, None), ("toy/device/single/1", 1, True, False, None),
+                    ("toy/device/ddp/2", 0, True, False, None),
+                    ("toy/device/ddp/2", 1, False, True, "skipped: not run yet (ddpctl bench --resume runs it)")]

@@ -23,7 +23,6 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     import time
 
     from ddpctl import host_gpus as host
-    from ddpctl.bench import report
     from ddpctl.bench import resume as resume_state
     from ddpctl.bench.plan import plan as make_plan
     from ddpctl.bench.plan import validate
@@ -79,6 +78,16 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
                     extra_args=options.extra_args, time_budget=options.time_budget_s, kept_runs=kept_runs,
                     kept_probes=kept_probes, on_change=save)
     save(bench)
+    return _write(bench, options, outdir, hardware_host=smi, command=first_command, created=created, calls=calls,
+                  plots=plots)
+
+
+def _write(bench, options: BenchOptions, outdir: Path, *, hardware_host: dict, command: str, created: str,
+           calls: list[dict], plots: bool, hardware: dict | None = None) -> tuple[dict, list[Path]]:
+    """The analysis of what ``bench`` measured, written into ``outdir`` (report.json, report.md, the plots)."""
+    from ddpctl.bench import report
+
+    the_plan = bench.plan
     bench.seconds = sum(c["duration_s"] for c in calls)
     opts = {
         "workloads": sorted({c.workload for c in the_plan.cells}),
@@ -92,8 +101,10 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
         "probe_max_bytes": the_plan.probe_max_bytes,
         "extra_args": list(options.extra_args),
     }
-    rep = report.build_report(bench, hardware_host=smi, options=opts, command=first_command, created=created,
+    rep = report.build_report(bench, hardware_host=hardware_host, options=opts, command=command, created=created,
                               runtime=options.runtime)
+    if hardware:
+        rep["hardware"] = hardware
     if calls[0].get("source"):
         rep["source"] = calls[0]["source"]
     if len(calls) > 1:
@@ -102,4 +113,31 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     return rep, written
 
 
-__all__ = ["BenchOptions", "plan", "run_bench"]
+def rebuild_report(outdir: Path, *, plots: bool = True) -> tuple[dict, list[Path]]:
+    """``ddpctl bench rebuild DIR``: rewrite ``outdir``'s report from its ``bench-state.json`` with this ddpctl:
+    every run and probe as it was measured, the analysis (figures, diagnosis, forecast and its validation) as
+    this version makes it; nothing runs. The hardware section is kept from the report.json there (the state
+    holds the GPUs, not the driver and topology nvidia-smi gave). Returns the report and the files written."""
+    from ddpctl.bench import resume as resume_state
+    from ddpctl.bench.compare import load_report
+    from ddpctl.bench.plan import plan as make_plan
+    from ddpctl.errors import UsageError
+
+    state = resume_state.load(outdir, rebuild=True)
+    try:
+        options = resume_state.options_of(state)
+        the_plan = make_plan(options, int((state.get("sysinfo") or {}).get("gpu_count") or 0))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise UsageError(f"{outdir}: {resume_state.STATE_FILE} does not describe a matrix this ddpctl can plan "
+                         f"({exc.__class__.__name__})", "rebuild it with the ddpctl that wrote it") from None
+    bench = resume_state.measured(state, the_plan)
+    hardware = None
+    if (outdir / "report.json").is_file():
+        hardware = load_report(outdir / "report.json").get("hardware")
+    calls = state.get("calls") or [{"created": state.get("created", ""), "command": state.get("command", ""),
+                                    "duration_s": 0.0, "runs": 0}]
+    return _write(bench, options, outdir, hardware_host={}, command=state.get("command", "ddpctl bench"),
+                  created=state.get("created", calls[0]["created"]), calls=calls, plots=plots, hardware=hardware)
+
+
+__all__ = ["BenchOptions", "plan", "rebuild_report", "run_bench"]

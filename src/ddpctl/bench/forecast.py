@@ -48,6 +48,8 @@ from ddpctl.bench.scaling_model import (
     fit_probe,
     fit_step,
     hidden_time,
+    rescaled_busbw,
+    rescaled_link,
     step_time,
 )
 
@@ -166,7 +168,7 @@ def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit], link:
             return None  # one GPU a node needs no in-node probe
         net = Network(local, link)
         if startup:
-            net = Network(local, _rescaled_link(net, link, startup, nodes, per_node))
+            net = Network(local, rescaled_link(net, link, startup, nodes, per_node))
         return lambda nbytes: net.allreduce(nbytes, nodes, per_node)
     fits = sockets if c.get("link") == "socket" else local
     if not fits:
@@ -174,22 +176,8 @@ def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit], link:
     n = c["gpus"] if c["gpus"] in fits else min(fits, key=lambda k: abs(k - c["gpus"]))
     f = fits[n]
     alpha = f.alpha_s * (c["gpus"] - 1) / max(1, n - 1)
-    busbw = _rescaled_busbw(alpha, f.busbw, startup, c["gpus"]) if startup else f.busbw
+    busbw = rescaled_busbw(alpha, f.busbw, startup, c["gpus"]) if startup else f.busbw
     return lambda nbytes: alpha + eff.bus_factor(c["gpus"]) * nbytes / busbw
-
-
-def _rescaled_busbw(alpha_s: float, busbw: float, startup_gbps: float, world: int) -> float:
-    """The bandwidth (bytes/s) with which ``alpha + 2(n-1)/n x 32 MiB / busbw`` takes what a start-up
-    measurement of ``startup_gbps`` took (the fit's own where that time is within its latency)."""
-    t = eff.bus_factor(world) * PROBE_BYTES / (startup_gbps * 1e9)
-    return eff.bus_factor(world) * PROBE_BYTES / (t - alpha_s) if t > 1.05 * alpha_s else busbw
-
-
-def _rescaled_link(net: Network, link: Link, startup_gbps: float, nodes: int, gpus: int) -> Link:
-    """``link`` with its bandwidth scaled so that the hierarchical all-reduce of 32 MiB over ``nodes`` x ``gpus``
-    has the busbw the runs measured at start-up."""
-    ratio = startup_gbps / net.startup_busbw_gbps(nodes, gpus)
-    return Link(link.name, link.description, link.gbytes_per_s * ratio, link.latency_s, link.nics)
 
 
 def _points(report: dict) -> tuple[list[dict], list[dict]]:

@@ -9,11 +9,29 @@ are worth.
 
 from __future__ import annotations
 
+import re
+
 from ddpctl.bench import efficiency as eff
 from ddpctl.bench.plan import nodes_of
 
 GRAD_BYTES_PER_PARAM = 4  # DDP all-reduces gradients in the parameters' dtype: fp32 (bf16 autocast keeps fp32 params)
 WIRE_BYTES = {"bf16": 2}  # --grad-compression: bytes per gradient element on the wire (PowerSGD: not modelled)
+
+
+# ddp-train's first-line reason for its communication plan starts so where it measured (or was given) the link;
+# the summary's own field, link_busbw_gbps, is read first (runs from before it was printed have only the reason)
+_LINK_REASON = re.compile(r"link ([0-9]{1,5}(?:\.[0-9]{1,3})?) GB/s busbw ")
+
+
+def startup_link_gbps(summary: dict | None) -> float | None:
+    """The link busbw (GB/s) a run measured at start-up and chose its communication plan from, None when it did
+    not measure one (one rank, CPU)."""
+    v = (summary or {}).get("link_busbw_gbps")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v) if 0 < v < 1e6 else None  # NaN and infinity too: not a measurement
+    reason = (summary or {}).get("comm_reason")
+    m = _LINK_REASON.match(reason[:200]) if isinstance(reason, str) else None
+    return float(m.group(1)) if m and float(m.group(1)) > 0 else None
 
 
 def grad_bytes(param_count: int, summary: dict | None) -> int:

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from ddpctl import __version__
@@ -26,22 +25,6 @@ GRAD_BYTES_PER_PARAM = links.GRAD_BYTES_PER_PARAM
 def _num(d: dict | None, key: str) -> float | None:
     v = (d or {}).get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-# ddp-train's first-line reason for its communication plan starts so where it measured (or was given) the link;
-# the summary's own field, link_busbw_gbps, is read first (runs from before it was printed have only the reason)
-_LINK_REASON = re.compile(r"link ([0-9]{1,5}(?:\.[0-9]{1,3})?) GB/s busbw ")
-
-
-def _link_gbps(summary: dict | None) -> float | None:
-    """The link busbw (GB/s) a run measured at start-up and chose its communication plan from, None when it did
-    not measure one (one rank, CPU)."""
-    v = _num(summary, "link_busbw_gbps")
-    if v is not None:
-        return v if v > 0 else None
-    reason = (summary or {}).get("comm_reason")
-    m = _LINK_REASON.match(reason[:200]) if isinstance(reason, str) else None
-    return float(m.group(1)) if m and float(m.group(1)) > 0 else None
 
 
 def _stats(values: list[float]) -> dict | None:
@@ -82,7 +65,7 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
     mem = [_num(r.summary, "gpu_mem_gb") for r in good if _num(r.summary, "gpu_mem_gb") is not None]
     syncs = sorted({str(r.summary.get("sync_check")) for r in good if r.summary.get("sync_check") is not None})
     startups = [_num(r.summary, "startup_s") for r in good if _num(r.summary, "startup_s") is not None]
-    link = [v for v in (_link_gbps(r.summary) for r in good) if v is not None]
+    link = [v for v in (links.startup_link_gbps(r.summary) for r in good) if v is not None]
     modes = sorted({(str(r.summary.get("step_mode")) + ("+compile" if r.summary.get("compile") else ""))
                     for r in good if r.summary.get("step_mode")})
     return {
@@ -111,7 +94,7 @@ def _cell_entry(cell: Cell, runs: list) -> dict:
             "gpu_util": _num(r.summary, "gpu_util"),
             "gpu_mem_gb": _num(r.summary, "gpu_mem_gb"),
             "sync_check": (r.summary or {}).get("sync_check"),
-            "link_busbw_gbps": _link_gbps(r.summary) if r.error is None else None,
+            "link_busbw_gbps": links.startup_link_gbps(r.summary) if r.error is None else None,
             "error": r.error,
         } for r in runs],
         "images_per_sec": _stats(ips),

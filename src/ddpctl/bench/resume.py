@@ -71,20 +71,30 @@ def matrix_options(options) -> dict:
     return out
 
 
-def load(outdir: Path) -> dict:
-    """The state of an earlier call in ``outdir`` (UsageError when there is none to resume)."""
+MAX_STATE_BYTES = 64 << 20
+
+
+def load(outdir: Path, *, rebuild: bool = False) -> dict:
+    """The state of an earlier call in ``outdir`` (UsageError when there is none to resume, or to rebuild the
+    report from with ``rebuild``)."""
     path = outdir / STATE_FILE
+    what = f"bench rebuild {outdir}" if rebuild else f"--resume {outdir}"
+    fix = ("pass a directory ddpctl bench wrote (-o)" if rebuild
+           else "drop --resume to start the matrix afresh in another directory")
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            raw = f.read(MAX_STATE_BYTES + 1)
+        if len(raw) > MAX_STATE_BYTES:
+            raise UsageError(f"{what}: {STATE_FILE} is larger than {MAX_STATE_BYTES >> 20} MiB", fix)
+        state = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"--resume {outdir}: no {STATE_FILE} there (no ddpctl bench wrote this report)",
-                         "pass the -o directory of an earlier ddpctl bench, or drop --resume to start afresh") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"--resume {outdir}: cannot read {STATE_FILE} ({exc.__class__.__name__})",
-                         "drop --resume to start the matrix afresh in another directory") from None
+        raise UsageError(f"{what}: no {STATE_FILE} there (no ddpctl bench wrote this report)",
+                         "pass the -o directory of an earlier ddpctl bench" + ("" if rebuild else
+                                                                              ", or drop --resume to start afresh")) from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"{what}: cannot read {STATE_FILE} ({exc.__class__.__name__})", fix) from None
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or not isinstance(state.get("runs"), list):
-        raise UsageError(f"--resume {outdir}: {STATE_FILE} is not a state this ddpctl writes",
-                         "drop --resume to start the matrix afresh in another directory")
+        raise UsageError(f"{what}: {STATE_FILE} is not a state this ddpctl writes", fix)
     return state
 
 
@@ -136,6 +146,49 @@ def kept(state: dict, plan) -> tuple[dict, dict]:
         if p.get("data") is not None or not _skipped(p.get("error")):
             probes[(int(p["world_size"]), p["link"])] = (p.get("data"), p.get("error"))
     return runs, probes
+
+
+NOT_STARTED = "skipped: not run yet (ddpctl bench --resume runs it)"
+
+
+def options_of(state: dict):
+    """The :class:`~ddpctl.bench.plan.BenchOptions` of the matrix ``state`` was measured with (TypeError,
+    ValueError or KeyError when its matrix is not one this ddpctl knows)."""
+    from ddpctl.bench.plan import BenchOptions
+
+    matrix = state.get("matrix")
+    if not isinstance(matrix, dict) or set(matrix) - set(MATRIX_FLAGS):
+        raise KeyError("matrix")
+    options = BenchOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in matrix.items()})
+    from ddpctl.bench.plan import validate
+
+    validate(options)
+    return options
+
+
+def measured(state: dict, plan) -> BenchRun:
+    """What ``state`` measured as a :class:`BenchRun` of ``plan``, nothing run: its probes and runs (a skipped
+    run as skipped), and every run of the plan it has no record of as not started."""
+    bench = BenchRun(sysinfo=state.get("sysinfo") or {}, plan=plan)
+    runs, probes = kept(state, plan)
+    for (n, link), (data, error) in probes.items():
+        if link == "local":
+            target, errors, key = bench.probes, bench.probe_errors, n
+        else:
+            target, errors, key = bench.socket_probes, bench.socket_probe_errors, (n, link)
+        if data is not None:
+            target[key] = data
+        if error is not None:
+            errors[key] = error
+    said = {(r.get("key"), r.get("repeat")): r.get("error") for r in state["runs"] if _skipped(r.get("error"))}
+    for cell in plan.cells:
+        for rep in range(plan.repeat):
+            run = runs.get((cell.key, rep))
+            if run is None:
+                error = said.get((cell.key, rep)) or NOT_STARTED
+                run = CellRun(cell, rep, RunResult(-1, "", "", 0.0), None, str(error))
+            bench.runs.append(run)
+    return bench
 
 
 def _skipped(error) -> bool:

@@ -130,6 +130,20 @@ class Network:
         return eff.bus_factor(world) * PROBE_BYTES / self.allreduce(PROBE_BYTES, nodes, gpus) / 1e9
 
 
+def rescaled_busbw(alpha_s: float, busbw: float, startup_gbps: float, world: int) -> float:
+    """The bandwidth (bytes/s) with which ``alpha + 2(n-1)/n x 32 MiB / busbw`` takes what a start-up
+    measurement of ``startup_gbps`` took (the fit's own where that time is within its latency)."""
+    t = eff.bus_factor(world) * PROBE_BYTES / (startup_gbps * 1e9)
+    return eff.bus_factor(world) * PROBE_BYTES / (t - alpha_s) if t > 1.05 * alpha_s else busbw
+
+
+def rescaled_link(net: Network, link: Link, startup_gbps: float, nodes: int, gpus: int) -> Link:
+    """``link`` with its bandwidth scaled so that the hierarchical all-reduce of 32 MiB over ``nodes`` x ``gpus``
+    has the busbw the runs measured at start-up."""
+    ratio = startup_gbps / net.startup_busbw_gbps(nodes, gpus)
+    return Link(link.name, link.description, link.gbytes_per_s * ratio, link.latency_s, link.nics)
+
+
 @dataclass(frozen=True)
 class CommPlan:
     compression: str  # none | bf16

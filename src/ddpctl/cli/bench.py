@@ -210,3 +210,25 @@ def forecast_cmd(
     machine = f"{hw.get('gpu_count')} x {hw.get('gpu_model')}" if hw.get("gpu_count") else "CPU processes"
     typer.echo(f"# Scaling forecast from {path} ({machine}, {report['created']})\n")
     typer.echo("\n".join(render_forecast(fc, "GPUs" if report["plan"]["device"] == "cuda" else "procs")).rstrip("\n"))
+
+
+@bench_app.command("rebuild")
+def rebuild(
+    report_dir: Annotated[Path, typer.Argument(help="A bench report directory (with its bench-state.json).",
+                                               show_default=False)],
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Write no PNG plots.")] = False,
+) -> None:
+    """Rewrite a report from its bench-state.json with this ddpctl; nothing runs.
+
+    Every run and probe stays as it was measured; the figures, diagnoses and the forecast with its validation
+    are made again by this version (a report written by an older ddpctl gets today's analysis). The hardware
+    section is kept from the report.json there.
+
+    Example: ddpctl bench rebuild docs/benchmarks/2026-11-28-h200x4-forecast
+    """
+    from ddpctl.bench import rebuild_report
+
+    rep, written = rebuild_report(report_dir, plots=not no_plots)
+    worst = (rep.get("forecast") or {}).get("max_error_points")
+    missed = f"; the forecast's largest miss {worst:.1f} points" if worst is not None else ""
+    err(f"bench rebuild: {len(rep['cells'])} cells{missed}; wrote {len(written)} files to {report_dir}")
