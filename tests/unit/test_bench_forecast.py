@@ -293,3 +293,32 @@ def test_a_socket_cell_is_forecast_on_the_link_its_runs_measured_at_start_up():
         c.pop("link_busbw_gbps", None)
     sock = next(v for v in fc.validate_cells(rep) if v["key"] == "w/device/ddp/4/socket")
     assert sock["error_points"] > 0.3  # the probe's faster link: the forecast above the measurement
+
+
+def test_validation_gives_each_cell_the_spread_of_its_runs():
+    """A cell's runs (img/s over n x the 1-GPU median) give its measured range; a forecast inside it is marked
+    within_runs, and the report says how many cells are within 3 points and how many more inside their runs.
+    The 2-GPU NVLink cell's median is made 5 points slower than the model (a miss of +5), its two runs
+    around it spanning the forecast; a cell of one run has no range."""
+    rep = model_report()
+    base = 256 / T_1
+    for c in rep["cells"]:
+        c["runs"] = [{"ok": True, "images_per_sec": c["images_per_sec"]["median"]}]
+    two = next(c for c in rep["cells"] if c["key"] == "w/device/ddp/2")
+    true_eff = two["scaling_efficiency"]
+    slow = true_eff - 0.05
+    two.update(images_per_sec={"median": 2 * base * slow}, scaling_efficiency=slow, step_time_s=T_1 / slow,
+               runs=[{"ok": True, "images_per_sec": 2 * base * (slow - 0.02)},
+                     {"ok": True, "images_per_sec": 2 * base * (true_eff + 0.01)},
+                     {"ok": False, "images_per_sec": None}])
+    val = {v["key"]: v for v in fc.validate_cells(rep) if v["modelled"]}
+    v = val["w/device/ddp/2"]
+    assert v["error_points"] == pytest.approx(5, abs=0.01)
+    assert v["measured_range"] == pytest.approx([slow - 0.02, true_eff + 0.01]) and v["within_runs"] is True
+    assert val["w/device/ddp/4"]["measured_range"] is None and val["w/device/ddp/4"]["within_runs"] is None
+    md = "\n".join(render_forecast(fc.forecast(rep, nodes=(2,), gpus_per_node=(8,), links=("25gbe",))))
+    assert f"| {100 * slow:.1f}% ({100 * (slow - 0.02):.1f}-{100 * (true_eff + 0.01):.1f}) | +5.0 |" in md
+    # the 4-GPU NVLink cell's o comes from the slowed one alone: it misses by -5, and has one run (no range)
+    assert "| `w/device/ddp/4` | bf16, flat |" in md and "| 96.4% | -5.0 |" in md
+    assert "Largest miss: **5.0 points** of scaling efficiency; 2 of 4 cells within 3 points, 1 more inside " \
+           "the spread of their own runs." in md

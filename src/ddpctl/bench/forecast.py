@@ -62,24 +62,23 @@ def _ips(c: dict | None) -> float | None:
     return c["images_per_sec"]["median"] if c and c.get("ok") and c.get("images_per_sec") else None
 
 
+def _ips_of_run(r: dict) -> bool:
+    return bool(r.get("ok")) and isinstance(r.get("images_per_sec"), (int, float)) and r["images_per_sec"] > 0
+
+
+def _fits(report: dict, link: str) -> dict[int, Fit]:
+    """The probes of ``link`` (``local`` or ``socket``) fitted, by world size."""
+    fits = {p["world_size"]: fit_probe(p["results"], p["world_size"]) for p in report.get("interconnect") or []
+            if p.get("results") and p.get("link", "local") == link and p.get("ok", True)}
+    return {n: f for n, f in fits.items() if f}
+
+
 def local_fits(report: dict) -> dict[int, Fit]:
-    out = {}
-    for p in report.get("interconnect") or []:
-        if p.get("results") and p.get("link", "local") == "local" and p.get("ok", True):
-            f = fit_probe(p["results"], p["world_size"])
-            if f:
-                out[p["world_size"]] = f
-    return out
+    return _fits(report, "local")
 
 
 def socket_fits(report: dict) -> dict[int, Fit]:
-    out = {}
-    for p in report.get("interconnect") or []:
-        if p.get("results") and p.get("link") == "socket" and p.get("ok", True):
-            f = fit_probe(p["results"], p["world_size"])
-            if f:
-                out[p["world_size"]] = f
-    return out
+    return _fits(report, "socket")
 
 
 def measured_link(report: dict) -> Link | None:
@@ -154,12 +153,10 @@ def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit], link:
     two nodes): its all-reduce is the hierarchical model's over ``link``, the report's measured link, fitted
     from the two-node probe, so such a cell checks the forecast beyond what it was fitted from.
 
-    A socket cell whose runs recorded the link they measured at start-up (``link_busbw_gbps``, the median of its
-    runs) gets that link: the bandwidth term is rescaled so that a 32 MiB all-reduce takes what its runs
-    measured, the latency kept. The emulated link is TCP over the host's loopback, shared with everything else
-    the host does, and varies from run to run (4.8-9.8 GB/s in the runs of one 4x H200 report, against 10.5 in
-    its probe); each run chose its plan from, and ran on, its own. In-node links keep the probe's fit (NVLink
-    does not vary; nine probed sizes measure it better than start-up's three 32 MiB all-reduces)."""
+    A socket cell whose runs recorded the link they measured at start-up (``link_busbw_gbps``, their median)
+    gets that link: the bandwidth rescaled so that a 32 MiB all-reduce takes what its runs measured, the latency
+    kept. The loopback link varies from run to run (4.8-9.8 GB/s in one 4x H200 report's runs, 10.5 in its
+    probe), and each run chose its plan on its own. In-node links keep the probe's fit (NVLink does not vary)."""
     nodes = nodes_of(c)
     startup = c.get("link_busbw_gbps") if c.get("link") == "socket" else None
     if c.get("link") == "socket" and nodes != 2:
@@ -201,7 +198,9 @@ def _points(report: dict) -> tuple[list[dict], list[dict]]:
             continue
         startup = eff.bus_factor(c["gpus"]) * PROBE_BYTES / net(PROBE_BYTES) / 1e9 if device == "cuda" else None
         plan = _cell_plan(c, startup, device, base["step_time_s"], int(params))
+        runs = [r["images_per_sec"] / (c["gpus"] * _ips(base)) for r in c.get("runs") or [] if _ips_of_run(r)]
         points.append({"key": c["key"], "workload": c["workload"], "gpus": c["gpus"], "link": c.get("link", "local"),
+                       "runs": runs,
                        "t_1": base["step_time_s"], "t_step": c["step_time_s"], "batch": c["batch_size_per_gpu"],
                        "t_comm": comm_time(int(params), plan, net), "overlaps": plan.overlaps, "plan": plan,
                        "efficiency": c.get("scaling_efficiency"), "ips": _ips(c), "startup_gbps": startup})
@@ -228,7 +227,10 @@ def validate_cells(report: dict) -> list[dict]:
                     "overlap": fit.overlap, "fitted_from": sorted(set(fit.overhead_from + fit.overlap_from)),
                     "forecast_efficiency": forecast_eff, "measured_efficiency": measured,
                     "forecast_images_per_sec": p["gpus"] * p["batch"] / t, "measured_images_per_sec": p["ips"],
-                    "error_points": None if measured is None else 100 * (forecast_eff - measured)})
+                    "error_points": None if measured is None else 100 * (forecast_eff - measured),
+                    # the spread of the cell's own runs (two or more): a miss inside it is the cell's noise
+                    "measured_range": [min(p["runs"]), max(p["runs"])] if len(p["runs"]) > 1 else None,
+                    "within_runs": (min(p["runs"]) <= forecast_eff <= max(p["runs"])) if len(p["runs"]) > 1 else None})
     out += [{"key": o["key"], "modelled": False, "reason": o["reason"]} for o in outside]
     order = [c["key"] for c in report["cells"]]
     return sorted(out, key=lambda v: order.index(v["key"]))

@@ -45,6 +45,12 @@ PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU
          ("forecast.png", "Scaling forecast: N nodes x 8 GPUs over the named links, with the validated cells"))
 
 
+def _runs(v: dict) -> str:
+    """A validated cell's runs, lowest to highest, where it has two or more (absent in older reports)."""
+    lo_hi = v.get("measured_range")
+    return f" ({100 * lo_hi[0]:.1f}-{100 * lo_hi[1]:.1f})" if lo_hi else ""
+
+
 def _source_of(call: dict, report: dict) -> str:
     """A resumed call's code, where it recorded it: said only when it is not the first call's."""
     source = call.get("source")
@@ -237,14 +243,19 @@ def render_forecast(fc: dict, unit: str = "GPUs") -> list[str]:
         lines += ["### Validation: each measured multi-GPU cell, forecast without it", ""]
         modelled = [v for v in val if v["modelled"]]
         if modelled:
-            lines += _table(["cell", "plan", "t_comm ms", "forecast eff.", "measured eff.", "error (points)",
+            lines += _table(["cell", "plan", "t_comm ms", "forecast eff.", "measured eff. (runs)", "error (points)",
                              "forecast img/s", "measured img/s", "o, f from"], [
                 [f"`{v['key']}`", _plan(v["plan"]), f"{v['t_comm_s'] * 1e3:.3f}", _pct(v["forecast_efficiency"]),
-                 _pct(v["measured_efficiency"]), _f(v["error_points"], "+.1f"),
+                 _pct(v["measured_efficiency"]) + _runs(v), _f(v["error_points"], "+.1f"),
                  f"{v['forecast_images_per_sec']:,.0f}", _f(v["measured_images_per_sec"], ",.0f"),
                  ", ".join(v["fitted_from"]) or "none (o = f = 0)"] for v in modelled])
             if fc.get("max_error_points") is not None:
-                lines += ["", f"Largest miss: **{fc['max_error_points']:.1f} points** of scaling efficiency."]
+                scored = [v for v in modelled if v["error_points"] is not None]
+                close = [v for v in scored if abs(v["error_points"]) <= 3]
+                noisy = [v for v in scored if abs(v["error_points"]) > 3 and v.get("within_runs")]
+                lines += ["", f"Largest miss: **{fc['max_error_points']:.1f} points** of scaling efficiency; "
+                          f"{len(close)} of {len(scored)} cells within 3 points"
+                          + (f", {len(noisy)} more inside the spread of their own runs" if noisy else "") + "."]
         lines += [f"- `{v['key']}`: not modelled ({v['reason']})" for v in val if not v["modelled"]]
         lines += [""]
     for w in fc["workloads"]:
