@@ -1,6 +1,7 @@
 """`ddpctl bench` command line: help with examples, bad input -> one line and exit 2, nothing created."""
 
 import json
+import os
 
 import pytest
 
@@ -33,7 +34,8 @@ def test_help_has_examples(capsys):
     (["--workloads", "bert"], "unknown workload 'bert'"),
     (["--strategies", "fsdp"], "unknown strategy 'fsdp'"),
     (["--pipelines", "dali"], "unknown pipeline 'dali'"),
-    (["--repeat", "0"], "--repeat must be at least 1"),
+    (["--repeat", "0"], "--repeat must be between 1 and 100, got 0"),
+    (["--repeat", "101"], "--repeat must be between 1 and 100, got 101"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--runtime", "k8s"], "unknown runtime 'k8s'"),
     (["--probe-max", "lots"], "--probe-max"),
@@ -132,16 +134,29 @@ def test_rebuild_a_committed_report_and_bad_input(capsys, tmp_path):
     assert code in (0, None) and out == "" and err.count("\n") == 1
     assert err.startswith("bench rebuild: 17 cells; the forecast's largest miss ") and str(dest) in err
     after = json.loads((dest / "report.json").read_text())
+    assert before["plots"] and after["plots"] == [] and not list(dest.glob("*.png"))  # --no-plots: none left
     assert [c["key"] for c in after["cells"]] == [c["key"] for c in before["cells"]]
     assert [c["images_per_sec"] for c in after["cells"]] == [c["images_per_sec"] for c in before["cells"]]
     assert after["hardware"] == before["hardware"] and after["created"] == before["created"]
+    state = json.loads((src / "bench-state.json").read_text())
+    unplannable = {**state, "matrix": {**state["matrix"], "workloads": ["bert"]}}
+    huge = {**state, "matrix": {**state["matrix"], "repeat": 10**6}}
     empty = tmp_path / "empty"
     empty.mkdir()
     for content, needle in ((None, "no bench-state.json there"), ("{not json", "cannot read bench-state.json"),
+                            ('{"format": 1, "runs": [], "x": NaN}', "cannot read bench-state.json (ValueError)"),
                             ('{"format": 99, "runs": []}', "is not a state this ddpctl writes"),
-                            ('{"format": 1, "runs": [], "matrix": {"colour": "red"}}', "does not describe a matrix")):
+                            ('{"format": 1, "runs": [], "matrix": {"colour": "red"}}', "(matrix/workloads is required)"),
+                            ('{"format": 1, "runs": [5]}', "(runs/0 must be object, got integer 5)"),
+                            (json.dumps(huge), "(matrix/repeat must be at most 100, got 1000000)"),
+                            (json.dumps(unplannable), "does not describe a matrix this ddpctl can plan (unknown "
+                                                      "workload 'bert')")):
         if content is not None:
             (empty / "bench-state.json").write_text(content)
         code, out, err = run(capsys, "bench", "rebuild", str(empty))
         assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
         assert sorted(p.name for p in empty.iterdir()) == ([] if content is None else ["bench-state.json"])
+    (empty / "bench-state.json").unlink()
+    os.mkfifo(empty / "bench-state.json")  # read, it would never end
+    code, out, err = run(capsys, "bench", "rebuild", str(empty))
+    assert code == 2 and "bench-state.json is not a regular file" in err and err.count("\n") == 1

@@ -322,3 +322,23 @@ def test_validation_gives_each_cell_the_spread_of_its_runs():
     assert "| `w/device/ddp/4` | bf16, flat |" in md and "| 96.4% | -5.0 |" in md
     assert "Largest miss: **5.0 points** of scaling efficiency; 2 of 4 cells within 3 points, 1 more inside " \
            "the spread of their own runs." in md
+
+
+def test_the_rescaled_link_gives_back_the_start_up_figure_and_grows_with_it():
+    """A start-up figure rescales the link exactly: the 4 x 1 hierarchical all-reduce of 32 MiB over the rescaled
+    measured link has the busbw asked (3.1 and 50 GB/s alike), and a two-node fit's bandwidth grows with the
+    start-up figure across the point where that figure's time reaches the fit's latency (no jump back to the
+    fit's own bandwidth)."""
+    local = {2: model.Fit(2, *LOCAL, 0.0)}
+    link = model.Link("measured", "m", SOCKET[1] / 1e9, SOCKET[0] / 2)
+    net = model.Network(local, link)
+    for nodes, gpus in ((4, 1), (2, 2)):
+        for want in (3.1, 50.0):
+            again = model.Network(local, model.rescaled_link(net, link, want, nodes, gpus))
+            assert again.startup_busbw_gbps(nodes, gpus) == pytest.approx(want, rel=1e-9)
+    alpha, x = SOCKET[0], model.PROBE_BYTES
+    edge = x / alpha / 1e9  # the start-up busbw whose 32 MiB time equals the fit's latency
+    figures = [edge * k for k in (0.5, 0.9, 0.94, 0.95, 0.96, 1.0, 1.5, 10)]
+    rescaled = [model.rescaled_busbw(alpha, SOCKET[1], g, 2) for g in figures]
+    assert rescaled == sorted(rescaled) and len(set(rescaled)) == len(rescaled)
+    assert model.rescaled_busbw(alpha, SOCKET[1], 2.5, 2) == pytest.approx(x / (x / 2.5e9 - alpha))

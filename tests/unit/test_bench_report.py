@@ -302,3 +302,18 @@ def test_each_run_keeps_the_link_it_measured_at_start_up_and_the_cell_their_medi
     jsonschema.validate(rep, schema(), cls=jsonschema.Draft202012Validator)
     c = cells(rep)[cell.key]
     assert [r["link_busbw_gbps"] for r in c["runs"]] == [9.8, 4.8, 8.8] and c["link_busbw_gbps"] == 8.8
+
+
+def test_what_a_run_printed_reaches_report_md_escaped():
+    """A run's error carries the last lines it printed (hostile): RunResult.tail escapes what is not printable on
+    one line and keeps the last 400 characters, and report.md escapes errors and the command line again."""
+    tail = RunResult(1, "", "fine\n" + "x" * 1000 + " \x1b[31mboom\x07", 1.0).tail(2)
+    assert "\x1b" not in tail and tail.endswith("\\x1b[31mboom\\x07") and len(tail) <= 400
+    assert RunResult(1, "", "a\nb\nc\nd", 1.0).tail(2) == "c | d"
+    rep = make_report(fail=("cifar10-resnet18/device/ddp/2",))
+    (bad,) = [r for c in rep["cells"] for r in c["runs"] if r["error"]]
+    bad["error"] = "exit 1: \x1b]0;title\x07\x1b[2J"
+    rep["command"] = "ddpctl bench \x1b[31m"
+    md = render_markdown(rep, [])
+    assert "\x1b" not in md and "\x07" not in md
+    assert "exit 1: \\x1b]0;title\\x07\\x1b[2J" in md and "`ddpctl bench \\x1b[31m`" in md

@@ -125,7 +125,7 @@ def test_each_call_records_its_code_and_a_resume_on_other_code_says_so(tmp_path)
     said = io.StringIO()
     rep, _ = run_bench(OPTIONS, out, runner=Scripted(), plots=False, resume=True,
                        progress=BenchProgress(stream=said, tty=False))
-    assert (f"the code differs from the earlier call's (source 0123456789ab there, {here} here)" in said.getvalue())
+    assert (f"the code differs from an earlier call's (source 0123456789ab there, {here} here)" in said.getvalue())
     assert rep["source"] == "0123456789ab" and rep["resumed"][0]["source"] == here
     md = (out / "report.md").read_text()
     assert "(source 0123456789ab)" in md and f"(source {here}: other code than the first call's)" in md
@@ -140,8 +140,11 @@ def test_rebuild_makes_the_report_again_from_the_state_alone(tmp_path):
     run_bench(OPTIONS, out, runner=Scripted(), command="ddpctl bench -o r", plots=False)
     written = json.loads((out / "report.json").read_text())
     rep, files = rebuild_report(out, plots=False)
-    assert rep == written and json.loads((out / "report.json").read_text()) == written
+    rebuilt = rep.pop("rebuilt")
+    assert rep == written and set(rebuilt) == {"created", "source"} and len(rebuilt["source"]) == 12
+    assert json.loads((out / "report.json").read_text())["rebuilt"] == rebuilt
     assert [f.name for f in files] == ["report.json", "report.md"]
+    assert "- rebuilt (`ddpctl bench rebuild`): " in (out / "report.md").read_text()
 
     cut = tmp_path / "cut"
     with pytest.raises(Interrupted):

@@ -138,3 +138,17 @@ def test_fast_link_short_bf16_step_all_reduces_in_bf16_and_says_why():
                   bf16_compute=True).compression == "none"
     assert choose(compression="bf16", graph_reducer="auto", bucket_mb=None, **{**shape, "compute_s": 0.064},
                   bf16_compute=True).compression == "bf16"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "fast", "1e400"])
+def test_a_given_link_must_be_a_positive_number(monkeypatch, value):
+    """DDP_TRAIN_LINK_GBPS skips the start-up measurement: a value that is not a positive finite number is a
+    one-line usage error (before any CUDA work: a CUDA device is only named here)."""
+    from ddp_train.comm import compression
+    from ddp_train.errors import EXIT_USAGE, TrainError
+
+    monkeypatch.setenv(compression.LINK_ENV, value)
+    with pytest.raises(TrainError) as exc:
+        compression.decide(compression="auto", graph_reducer="auto", bucket_mb=None, device=torch.device("cuda", 0),
+                           world=2, distributed=True)
+    assert exc.value.code == EXIT_USAGE and "is not a positive number" in str(exc.value)

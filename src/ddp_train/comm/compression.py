@@ -208,8 +208,10 @@ def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, dev
         try:
             busbw = float(os.environ[LINK_ENV])
         except ValueError:
-            raise TrainError(f"{LINK_ENV}={os.environ[LINK_ENV]!r} is not a number; set it to the link's busbw "
-                             "in GB/s (e.g. 4.5) or unset it to measure at start-up", EXIT_USAGE) from None
+            busbw = None
+        if busbw is None or not 0 < busbw < 1e6:  # NaN and infinity too
+            raise TrainError(f"{LINK_ENV}={os.environ[LINK_ENV][:40]!r} is not a positive number; set it to the "
+                             "link's busbw in GB/s (e.g. 4.5) or unset it to measure at start-up", EXIT_USAGE)
     elif auto:
         busbw = measure_link(device, world)
     compute_s = grad_params = None

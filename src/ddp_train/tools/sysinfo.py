@@ -30,6 +30,7 @@ def collect() -> dict:
         "cuda_available": torch.cuda.is_available(),
         "gpu_count": 0,
         "gpus": [],
+        "source": source(),
     }
     if torch.backends.cudnn.is_available():
         info["cudnn"] = str(torch.backends.cudnn.version())
@@ -50,6 +51,23 @@ def collect() -> dict:
                 "multiprocessors": p.multi_processor_count,
             })
     return info
+
+
+def source() -> str:
+    """12 hex digits of a SHA-256 over this ddp_train package's Python and JSON files (relative paths and
+    contents, sorted), or ``unknown`` where they cannot be read: which trainer code a benchmark ran (ddpctl bench
+    records it with each call)."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    try:
+        for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json") and p.is_file()):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    except (OSError, ValueError):
+        return "unknown"
+    return digest.hexdigest()[:12]
 
 
 def _cpu_model() -> str | None:

@@ -58,7 +58,7 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
     # the report's first call gives its date and command; each resumed call is listed after it
     created = state.get("created", now) if state else now
     first_command = state.get("command", command) if state else command
-    source = resume_state.source_fingerprint()
+    source = resume_state.source_fingerprint(sysinfo.get("source"))
     if state is not None and (change := resume_state.source_change(state, source)):
         progress.note(change)
     this_call = {"created": now, "command": command, "duration_s": 0.0, "runs": 0, "source": source}
@@ -83,8 +83,11 @@ def run_bench(options: BenchOptions, outdir: Path, *, runner=None, progress=None
 
 
 def _write(bench, options: BenchOptions, outdir: Path, *, hardware_host: dict, command: str, created: str,
-           calls: list[dict], plots: bool, hardware: dict | None = None) -> tuple[dict, list[Path]]:
-    """The analysis of what ``bench`` measured, written into ``outdir`` (report.json, report.md, the plots)."""
+           calls: list[dict], plots: bool, hardware: dict | None = None,
+           rebuilt: dict | None = None) -> tuple[dict, list[Path]]:
+    """The analysis of what ``bench`` measured, written into ``outdir`` (report.json, report.md, the plots).
+    ``rebuilt`` (bench rebuild): recorded in the report, which is checked against its schema before anything is
+    written (a state that passed its own schema may still hold figures no report can)."""
     from ddpctl.bench import report
 
     the_plan = bench.plan
@@ -109,8 +112,24 @@ def _write(bench, options: BenchOptions, outdir: Path, *, hardware_host: dict, c
         rep["source"] = calls[0]["source"]
     if len(calls) > 1:
         rep["resumed"] = calls[1:]
+    if rebuilt is not None:
+        rep["rebuilt"] = rebuilt
+        _check(rep, outdir)
     written = report.write_report(rep, outdir, plots=plots)
     return rep, written
+
+
+def _check(rep: dict, outdir: Path) -> None:
+    from ddpctl.bench.report import schema
+    from ddpctl.bench.resume import STATE_FILE, shown
+    from ddpctl.errors import UsageError
+    from ddpctl.validate.schema import Validator
+
+    issues = Validator(schema(), strict=False).issues({**rep, "plots": []})
+    if issues:
+        where = shown("/".join(str(p) for p in issues[0].path))[:80] or "(top)"
+        raise UsageError(f"bench rebuild {outdir}: {STATE_FILE} holds figures no report can ({where} "
+                         f"{shown(issues[0].message)[:120]}); nothing written", "rebuild it with the ddpctl that wrote it")
 
 
 def rebuild_report(outdir: Path, *, plots: bool = True) -> tuple[dict, list[Path]]:
@@ -127,17 +146,30 @@ def rebuild_report(outdir: Path, *, plots: bool = True) -> tuple[dict, list[Path
     try:
         options = resume_state.options_of(state)
         the_plan = make_plan(options, int((state.get("sysinfo") or {}).get("gpu_count") or 0))
-    except (TypeError, ValueError, KeyError) as exc:
-        raise UsageError(f"{outdir}: {resume_state.STATE_FILE} does not describe a matrix this ddpctl can plan "
-                         f"({exc.__class__.__name__})", "rebuild it with the ddpctl that wrote it") from None
+    except (TypeError, ValueError, KeyError, UsageError) as exc:
+        detail = exc.problem if isinstance(exc, UsageError) else str(exc) if isinstance(exc, ValueError) else ""
+        raise UsageError(f"bench rebuild {outdir}: {resume_state.STATE_FILE} does not describe a matrix this "
+                         f"ddpctl can plan ({resume_state.shown(detail)[:160] or exc.__class__.__name__})",
+                         "rebuild it with the ddpctl that wrote it") from None
     bench = resume_state.measured(state, the_plan)
     hardware = None
     if (outdir / "report.json").is_file():
         hardware = load_report(outdir / "report.json").get("hardware")
-    calls = state.get("calls") or [{"created": state.get("created", ""), "command": state.get("command", ""),
-                                    "duration_s": 0.0, "runs": 0}]
-    return _write(bench, options, outdir, hardware_host={}, command=state.get("command", "ddpctl bench"),
-                  created=state.get("created", calls[0]["created"]), calls=calls, plots=plots, hardware=hardware)
+    created = state.get("created") or (state.get("calls") or [{}])[0].get("created") or "1970-01-01T00:00:00+00:00"
+    command = state.get("command") or "ddpctl bench"
+    calls = state.get("calls") or [{"created": created, "command": command, "duration_s": 0.0, "runs": 0}]
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    old_plots = load_report(outdir / "report.json").get("plots") or [] if hardware is not None else []
+    rep, written = _write(bench, options, outdir, hardware_host={}, command=command, created=created, calls=calls,
+                          plots=plots, hardware=hardware,
+                          rebuilt={"created": now, "source": resume_state.package_fingerprint()})
+    for name in set(old_plots) - set(rep["plots"]):  # a plot the report no longer shows (--no-plots)
+        stale = outdir / name
+        if name.endswith(".png") and "/" not in name and stale.is_file() and not stale.is_symlink():
+            stale.unlink()
+    return rep, written
 
 
 __all__ = ["BenchOptions", "plan", "rebuild_report", "run_bench"]

@@ -45,6 +45,13 @@ PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU
          ("forecast.png", "Scaling forecast: N nodes x 8 GPUs over the named links, with the validated cells"))
 
 
+def _text(value) -> str:
+    """A command line or an error as report.md shows it: what a run printed may be in it (hostile), so anything
+    not printable on one line is escaped."""
+    text = str(value)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
 def _runs(v: dict) -> str:
     """A validated cell's runs, lowest to highest, where it has two or more (absent in older reports)."""
     lo_hi = v.get("measured_range")
@@ -66,13 +73,15 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     lines = ["# ddpctl bench report", "",
              f"- created: {report['created']} ({report['duration_s']:.0f} s), runtime: {report['runtime']}, "
              f"ddpctl {report['tool']['version']}" + (f" (source {report['source']})" if report.get("source") else ""),
-             f"- command: `{report['command']}`",
+             f"- command: `{_text(report['command'])}`",
              f"- matrix: {report['plan']['cells']} cells x {report['plan']['repeat']} repeat(s) on "
              f"{', '.join(map(str, report['plan']['gpu_counts']))} {unit}; figures are medians of the repeats",
              *([f"- resumed (`--resume`): {len(report['resumed'])} more call(s), "
                 + "; ".join(f"{c['created']}, {c['runs']} run(s) in {c['duration_s']:.0f} s" + _source_of(c, report)
                             for c in report["resumed"])]
                if report.get("resumed") else []),
+             *([f"- rebuilt (`ddpctl bench rebuild`): {report['rebuilt']['created']}, the analysis of ddpctl source "
+                f"{report['rebuilt']['source']}"] if report.get("rebuilt") else []),
              ""]
     lines += ["## Hardware", ""]
     gpu = (f"{hw['gpu_count']} x {hw['gpu_model']} ({hw['gpu_memory_gb']} GB)" if hw["gpu_count"]
@@ -178,7 +187,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     for p in report["interconnect"]:
         if not p["ok"] and not p.get("results"):
             lines += [f"- {p['world_size']} {unit}{_link(p)}: "
-                      f"{'' if str(p['error']).startswith('skipped') else 'FAILED '}({p['error']})", ""]
+                      f"{'' if str(p['error']).startswith('skipped') else 'FAILED '}({_text(p['error'])})", ""]
             continue
         lines += [f"{p['world_size']} {unit}{_link(p)}, {p['backend']}, {p['dtype']}"
                   f"{'' if p['ok'] else ' (WRONG SUMS)'}:", ""]
@@ -202,8 +211,8 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     cut = [(c, r) for c in report["cells"] for r in c["runs"] if r.get("skipped")]
     if failures or cut or report["plan"]["skipped"]:
         lines += ["## Failures and gaps", ""]
-        lines += [f"- {c['key']} repeat {r['repeat']}: {r['error']}" for c, r in failures]
-        lines += [f"- {c['key']} repeat {r['repeat']}: {r['error']}" for c, r in cut]
+        lines += [f"- {c['key']} repeat {r['repeat']}: {_text(r['error'])}" for c, r in failures]
+        lines += [f"- {c['key']} repeat {r['repeat']}: {_text(r['error'])}" for c, r in cut]
         lines += [f"- skipped: {s}" for s in report["plan"]["skipped"]]
         lines += [""]
     if plots:

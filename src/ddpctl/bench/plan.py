@@ -41,6 +41,9 @@ SOCKET_NODES = (2,)  # node counts of the socket emulation (--socket-nodes)
 MAX_SOCKET_NODES = 64
 
 
+MAX_REPEAT = 100  # runs per cell: the median and spread need few; more is a typo
+
+
 @dataclass(frozen=True)
 class Workload:
     """A benchmark workload: a ddp-train workload + model, with what the report needs to know of it."""
@@ -269,8 +272,9 @@ def validate(options: BenchOptions) -> None:
                          "drop socket from --links, or use --runtime host")
     if options.runtime not in RUNTIMES:
         raise UsageError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
-    if options.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {options.repeat}", "pass --repeat 1 or more")
+    if not 1 <= options.repeat <= MAX_REPEAT:
+        raise UsageError(f"--repeat must be between 1 and {MAX_REPEAT}, got {options.repeat}",
+                         f"pass --repeat 1 to {MAX_REPEAT}")
     for flag, value in (("--warmup", options.warmup), ("--steps", options.steps)):
         if value is not None and value < (0 if flag == "--warmup" else 1):
             raise UsageError(f"{flag} must be at least {0 if flag == '--warmup' else 1}, got {value}",

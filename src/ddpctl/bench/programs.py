@@ -49,8 +49,11 @@ class RunResult:
         return self.returncode == 0 and not self.timed_out
 
     def tail(self, lines: int = 3) -> str:
+        """The program's last lines, joined, for an error message: what it printed is hostile, so anything not
+        printable on one line is escaped and the whole is at most 400 characters."""
         text = (self.stderr.strip() or self.stdout.strip()).splitlines()
-        return " | ".join(x.strip() for x in text[-lines:])
+        joined = " | ".join(x.strip() for x in text[-lines:])[-400:]
+        return joined if joined.isprintable() else joined.encode("unicode_escape").decode("ascii")[-400:]
 
 
 class Runner(ABC):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 from ddpctl.bench.programs import RunResult
@@ -30,35 +31,36 @@ MATRIX_FLAGS = {"workloads": "--workloads", "strategies": "--strategies", "gpus"
                 "extra_args": "--train-arg", "image": "--image", "links": "--links", "socket_nodes": "--socket-nodes"}
 
 
-SOURCE_PACKAGES = ("ddpctl", "ddp_train")  # the code a bench call runs: the control plane and the trainer
-
-
-def source_fingerprint() -> str:
-    """12 hex digits of a SHA-256 over the Python and JSON files of the ddpctl and ddp_train packages this
-    process would run (paths and contents, in a fixed order), or ``unknown`` where they cannot be read. Located
-    without importing them (ddp_train imports torch)."""
+def package_fingerprint(name: str = "ddpctl") -> str:
+    """12 hex digits of a SHA-256 over the Python and JSON files of the importable package ``name`` (relative
+    paths and contents, sorted), or ``unknown`` where they cannot be read; located without importing it."""
     digest = hashlib.sha256()
     try:
-        for name in SOURCE_PACKAGES:
-            spec = importlib.util.find_spec(name)
-            if spec is None or not spec.submodule_search_locations:
-                return "unknown"
-            root = Path(next(iter(spec.submodule_search_locations)))
-            for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json") and p.is_file()):
-                digest.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
-                digest.update(path.read_bytes())
-                digest.update(b"\0")
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            return "unknown"
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json") and p.is_file()):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     except (OSError, ImportError, ValueError):
         return "unknown"
     return digest.hexdigest()[:12]
 
 
+def source_fingerprint(trainer: object = None) -> str:
+    """A bench call's code: 12 hex digits of a SHA-256 over this ddpctl's package fingerprint and the trainer's,
+    ``trainer``: what ``python -m ddp_train.sysinfo`` said of the ddp_train that runs the benchmark (on the host,
+    under ``--python``, or in the ``--image``), ``unknown`` when it said nothing this ddpctl reads."""
+    theirs = trainer if isinstance(trainer, str) and re.fullmatch(r"[0-9a-f]{12}", trainer) else "unknown"
+    return hashlib.sha256(f"ddpctl {package_fingerprint()} ddp_train {theirs}".encode()).hexdigest()[:12]
+
+
 def source_change(state: dict, source: str) -> str | None:
     """A note when this call's code differs from an earlier call's (None: the same, or not recorded there)."""
-    earlier = [c.get("source") for c in state.get("calls") or [] if c.get("source")]
-    if not earlier or all(s == source for s in earlier):
+    other = [c["source"] for c in state.get("calls") or [] if c.get("source") and c["source"] != source]
+    if not other:
         return None
-    return (f"the code differs from the earlier call's (source {earlier[-1]} there, {source} here): the report "
+    return (f"the code differs from an earlier call's (source {other[-1]} there, {source} here): the report "
             "will mix runs of both; start afresh in another directory for one version's figures")
 
 
@@ -74,28 +76,57 @@ def matrix_options(options) -> dict:
 MAX_STATE_BYTES = 64 << 20
 
 
+def state_schema() -> dict:
+    """The JSON Schema of bench-state.json (package data, ``ddpctl/bench/bench-state.schema.json``)."""
+    from importlib.resources import files
+
+    return json.loads(files("ddpctl.bench").joinpath("bench-state.schema.json").read_text(encoding="utf-8"))
+
+
 def load(outdir: Path, *, rebuild: bool = False) -> dict:
-    """The state of an earlier call in ``outdir`` (UsageError when there is none to resume, or to rebuild the
-    report from with ``rebuild``)."""
+    """The state of an earlier call in ``outdir``: a regular file of at most :data:`MAX_STATE_BYTES`, strict
+    JSON, valid against bench-state.schema.json (UsageError otherwise, or when there is none: nothing to resume,
+    or to rebuild the report from with ``rebuild``)."""
+    from ddpctl.validate.schema import Validator
+
     path = outdir / STATE_FILE
     what = f"bench rebuild {outdir}" if rebuild else f"--resume {outdir}"
     fix = ("pass a directory ddpctl bench wrote (-o)" if rebuild
            else "drop --resume to start the matrix afresh in another directory")
+
+    def no_constant(word: str):
+        raise ValueError(f"{word} is not JSON")
+
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{what}: {STATE_FILE} is not a regular file", fix)
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_STATE_BYTES + 1)
         if len(raw) > MAX_STATE_BYTES:
             raise UsageError(f"{what}: {STATE_FILE} is larger than {MAX_STATE_BYTES >> 20} MiB", fix)
-        state = json.loads(raw.decode("utf-8"))
+        state = json.loads(raw.decode("utf-8"), parse_constant=no_constant)
     except FileNotFoundError:
         raise UsageError(f"{what}: no {STATE_FILE} there (no ddpctl bench wrote this report)",
                          "pass the -o directory of an earlier ddpctl bench" + ("" if rebuild else
                                                                               ", or drop --resume to start afresh")) from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise UsageError(f"{what}: cannot read {STATE_FILE} ({exc.__class__.__name__})", fix) from None
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or not isinstance(state.get("runs"), list):
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise UsageError(f"{what}: {STATE_FILE} is not a state this ddpctl writes", fix)
+    try:
+        issues = Validator(state_schema(), strict=False).issues(state)
+    except RecursionError:
+        issues = None
+    if issues is None or issues:
+        where = shown("/".join(str(p) for p in issues[0].path))[:80] if issues else "(nesting)"
+        said = shown(issues[0].message)[:120] if issues else "nested too deeply"
+        raise UsageError(f"{what}: {STATE_FILE} is not a state this ddpctl writes ({where or '(top)'} {said})", fix)
     return state
+
+
+def shown(text: str) -> str:
+    """Text read from a state file, escaped where it holds anything not printable on one line."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def check_options(state: dict, options, outdir: Path) -> None:
@@ -162,7 +193,10 @@ def options_of(state: dict):
     options = BenchOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in matrix.items()})
     from ddpctl.bench.plan import validate
 
-    validate(options)
+    try:
+        validate(options)
+    except UsageError as exc:
+        raise ValueError(shown(exc.problem)[:160]) from None
     return options
 
 

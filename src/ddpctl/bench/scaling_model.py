@@ -130,18 +130,28 @@ class Network:
         return eff.bus_factor(world) * PROBE_BYTES / self.allreduce(PROBE_BYTES, nodes, gpus) / 1e9
 
 
+# the bandwidth term of a rescaled all-reduce takes at least this share of the start-up time: a start-up
+# measurement at or below the fit's latency keeps the model monotonic (a faster measurement, a faster link)
+MIN_BANDWIDTH_SHARE = 0.05
+
+
 def rescaled_busbw(alpha_s: float, busbw: float, startup_gbps: float, world: int) -> float:
-    """The bandwidth (bytes/s) with which ``alpha + 2(n-1)/n x 32 MiB / busbw`` takes what a start-up
-    measurement of ``startup_gbps`` took (the fit's own where that time is within its latency)."""
-    t = eff.bus_factor(world) * PROBE_BYTES / (startup_gbps * 1e9)
-    return eff.bus_factor(world) * PROBE_BYTES / (t - alpha_s) if t > 1.05 * alpha_s else busbw
+    """The bandwidth (bytes/s) with which ``alpha + 2(n-1)/n x 32 MiB / busbw`` takes the time a start-up
+    measurement of ``startup_gbps`` took: exactly where the bandwidth term is at least
+    :data:`MIN_BANDWIDTH_SHARE` of that time, else that share (``busbw``, the fit's own, is not used)."""
+    x = eff.bus_factor(world) * PROBE_BYTES
+    t = x / (startup_gbps * 1e9)
+    return x / max(t - alpha_s, MIN_BANDWIDTH_SHARE * t)
 
 
 def rescaled_link(net: Network, link: Link, startup_gbps: float, nodes: int, gpus: int) -> Link:
-    """``link`` with its bandwidth scaled so that the hierarchical all-reduce of 32 MiB over ``nodes`` x ``gpus``
-    has the busbw the runs measured at start-up."""
-    ratio = startup_gbps / net.startup_busbw_gbps(nodes, gpus)
-    return Link(link.name, link.description, link.gbytes_per_s * ratio, link.latency_s, link.nics)
+    """``link`` with the bandwidth with which the hierarchical all-reduce of 32 MiB over ``nodes`` x ``gpus``
+    takes the time a start-up measurement of ``startup_gbps`` took: that time less the in-node part and the
+    hops' latency is the network's share (at least :data:`MIN_BANDWIDTH_SHARE` of the time)."""
+    t = eff.bus_factor(nodes * gpus) * PROBE_BYTES / (startup_gbps * 1e9)
+    fixed = net.allreduce(PROBE_BYTES, nodes, gpus) - eff.bus_factor(nodes) * PROBE_BYTES / link.node_bytes_per_s
+    node_bytes_per_s = eff.bus_factor(nodes) * PROBE_BYTES / max(t - fixed, MIN_BANDWIDTH_SHARE * t)
+    return Link(link.name, link.description, node_bytes_per_s / link.nics / 1e9, link.latency_s, link.nics)
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,8 @@ def bench(
     steps: Annotated[Optional[int], typer.Option(
         "--steps", help="Timed steps per run (default per workload on GPU: toy 100, "
         "CIFAR 200, ImageNet 40; 5 on CPU).", show_default=False)] = None,
-    repeat: Annotated[int, typer.Option("--repeat", "-r", help="Runs per cell; the report gives the median "
-                                        "and spread.")] = 1,
+    repeat: Annotated[int, typer.Option("--repeat", "-r", help="Runs per cell, 1 to 100; the report gives the "
+                                        "median and spread.")] = 1,
     batch_size: Annotated[Optional[int], typer.Option(
         "--batch-size", help="Per-GPU batch (default: 256 on GPU; 32 toy/CIFAR, 8 ImageNet on CPU).",
         show_default=False)] = None,
