@@ -282,7 +282,7 @@ def test_each_run_keeps_the_link_it_measured_at_start_up_and_the_cell_their_medi
     assert _link_gbps({"comm_reason": "link 8.8 GB/s busbw < 25: slow (auto: compression bf16)"}) == 8.8
     for summary in (None, {}, {"comm_reason": "one rank: nothing to all-reduce"}, {"comm_reason": 7},
                     {"comm_reason": "link 1e400 GB/s busbw "}, {"link_busbw_gbps": True}, {"link_busbw_gbps": 0},
-                    {"link_busbw_gbps": float("nan")}, {"link_busbw_gbps": float("inf")},
+                    {"link_busbw_gbps": float("nan")}, {"link_busbw_gbps": float("inf")}, {"link_busbw_gbps": 1e-9},
                     {"comm_reason": "x" * 10_000 + "link 5 GB/s busbw "}):
         assert _link_gbps(summary) is None, summary
     p = plan(BenchOptions(workloads=("cifar10-resnet18",), strategies=("ddp",), gpus=(2,), links=("socket",),

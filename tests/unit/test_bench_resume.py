@@ -154,3 +154,34 @@ def test_rebuild_makes_the_report_again_from_the_state_alone(tmp_path):
     assert runs == [("toy/device/single/1", 0, True, False, None), ("toy/device/single/1", 1, True, False, None),
                     ("toy/device/ddp/2", 0, True, False, None),
                     ("toy/device/ddp/2", 1, False, True, "skipped: not run yet (ddpctl bench --resume runs it)")]
+
+
+def test_rebuild_writes_nothing_when_the_report_would_be_too_large_or_invalid(tmp_path, monkeypatch):
+    """The report made from a state is checked before anything is written: larger than bench compare would
+    read (the bound lowered here), or not valid against report.schema.json (a run's start-up made -5 s: no report
+    has such a cell): a one-line UsageError, report.json and report.md as they were; a run of 0 img/s is refused
+    with the state."""
+    from ddpctl.bench import compare, rebuild_report
+
+    out = tmp_path / "r"
+    run_bench(OPTIONS, out, runner=Scripted(), command="ddpctl bench -o r", plots=False)
+    report_json = (out / "report.json").read_bytes()
+    (out / "report.json").unlink()  # (the old report is read first, for its hardware section)
+    monkeypatch.setattr(compare, "MAX_REPORT_BYTES", 1000)
+    with pytest.raises(UsageError, match="would be larger than 0 MiB; nothing written"):
+        rebuild_report(out, plots=False)
+    monkeypatch.undo()
+    assert not (out / "report.json").exists()
+    (out / "report.json").write_bytes(report_json)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    state = json.loads((out / STATE_FILE).read_text())
+    state["runs"][0]["summary"]["startup_s"] = -5
+    (out / STATE_FILE).write_text(json.dumps(state))
+    before[STATE_FILE] = (out / STATE_FILE).read_bytes()
+    with pytest.raises(UsageError, match="holds figures no report can"):
+        rebuild_report(out, plots=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    state["runs"][0]["summary"]["images_per_sec"] = 0
+    (out / STATE_FILE).write_text(json.dumps(state))
+    with pytest.raises(UsageError, match="is not a state this ddpctl writes .runs/0/summary/images_per_sec"):
+        rebuild_report(out, plots=False)

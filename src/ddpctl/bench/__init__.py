@@ -120,11 +120,17 @@ def _write(bench, options: BenchOptions, outdir: Path, *, hardware_host: dict, c
 
 
 def _check(rep: dict, outdir: Path) -> None:
+    import json
+
+    from ddpctl.bench.compare import MAX_REPORT_BYTES
     from ddpctl.bench.report import schema
     from ddpctl.bench.resume import STATE_FILE, shown
     from ddpctl.errors import UsageError
     from ddpctl.validate.schema import Validator
 
+    if len(json.dumps(rep, indent=2)) > MAX_REPORT_BYTES:  # what bench compare, forecast and rebuild would refuse
+        raise UsageError(f"bench rebuild {outdir}: the report made from {STATE_FILE} would be larger than "
+                         f"{MAX_REPORT_BYTES >> 20} MiB; nothing written", "rebuild it with the ddpctl that wrote it")
     issues = Validator(schema(), strict=False).issues({**rep, "plots": []})
     if issues:
         where = shown("/".join(str(p) for p in issues[0].path))[:80] or "(top)"

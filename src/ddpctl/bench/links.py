@@ -28,7 +28,7 @@ def startup_link_gbps(summary: dict | None) -> float | None:
     not measure one (one rank, CPU)."""
     v = (summary or {}).get("link_busbw_gbps")
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v) if 0 < v < 1e6 else None  # NaN and infinity too: not a measurement
+        return float(v) if 1e-3 <= v < 1e6 else None  # NaN, infinity, below 1 MB/s: not a link's measurement
     reason = (summary or {}).get("comm_reason")
     m = _LINK_REASON.match(reason[:200]) if isinstance(reason, str) else None
     return float(m.group(1)) if m and float(m.group(1)) > 0 else None
