@@ -36,7 +36,9 @@ def test_help_has_examples(capsys):
     (["--pipelines", "dali"], "unknown pipeline 'dali'"),
     (["--repeat", "0"], "--repeat must be between 1 and 100, got 0"),
     (["--repeat", "101"], "--repeat must be between 1 and 100, got 101"),
-    (["--steps", "0"], "--steps must be at least 1"),
+    (["--steps", "0"], "--steps must be between 1 and 1,000,000, got 0"),
+    (["--gpus", "1,2000"], "--gpus: at most 16 counts of at most 1024 GPUs"),
+    (["--probe-max", "2t"], "--probe-max must be between 1 byte and 1024 GiB"),
     (["--runtime", "k8s"], "unknown runtime 'k8s'"),
     (["--probe-max", "lots"], "--probe-max"),
     (["--workloads", ""], "workloads is empty"),
@@ -144,10 +146,10 @@ def test_rebuild_a_committed_report_and_bad_input(capsys, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     for content, needle in ((None, "no bench-state.json there"), ("{not json", "cannot read bench-state.json"),
-                            ('{"format": 1, "runs": [], "x": NaN}', "cannot read bench-state.json (ValueError)"),
+                            ('{"format": 1, "runs": [], "x": NaN}', "(matrix is required)"),
                             ('{"format": 99, "runs": []}', "is not a state this ddpctl writes"),
-                            ('{"format": 1, "runs": [], "matrix": {"colour": "red"}}', "(matrix/workloads is required)"),
-                            ('{"format": 1, "runs": [5]}', "(runs/0 must be object, got integer 5)"),
+                            (json.dumps({**state, "matrix": {"colour": "red"}}), "(matrix/workloads is required)"),
+                            (json.dumps({**state, "runs": [5]}), "(runs/0 must be object, got integer 5)"),
                             (json.dumps(huge), "(matrix/repeat must be at most 100, got 1000000)"),
                             (json.dumps(unplannable), "does not describe a matrix this ddpctl can plan (unknown "
                                                       "workload 'bert')")):
@@ -158,5 +160,12 @@ def test_rebuild_a_committed_report_and_bad_input(capsys, tmp_path):
         assert sorted(p.name for p in empty.iterdir()) == ([] if content is None else ["bench-state.json"])
     (empty / "bench-state.json").unlink()
     os.mkfifo(empty / "bench-state.json")  # read, it would never end
-    code, out, err = run(capsys, "bench", "rebuild", str(empty))
+    import signal
+
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("bench rebuild opened the FIFO and waited on it"))
+    signal.alarm(20)
+    try:
+        code, out, err = run(capsys, "bench", "rebuild", str(empty))
+    finally:
+        signal.alarm(0)
     assert code == 2 and "bench-state.json is not a regular file" in err and err.count("\n") == 1

@@ -23,13 +23,14 @@ class Scripted(Runner):
 
     runtime = "scripted"
 
-    def __init__(self, gpus: int = 0, stop_after: int | None = None) -> None:
-        self.gpus, self.stop_after, self.ran = gpus, stop_after, []
+    def __init__(self, gpus: int = 0, stop_after: int | None = None, trainer: str | None = None) -> None:
+        self.gpus, self.stop_after, self.ran, self.trainer = gpus, stop_after, [], trainer
 
     def run(self, launch, *, timeout, log=None, tick=None) -> RunResult:
         if launch.module.endswith("sysinfo"):
             line = {"event": "sysinfo", "gpu_count": self.gpus, "torch": "2.11.0",
-                    "gpus": [{"index": 0, "name": "GPU", "memory_gb": 80}] * self.gpus}
+                    "gpus": [{"index": 0, "name": "GPU", "memory_gb": 80}] * self.gpus,
+                    **({"source": self.trainer} if self.trainer else {})}
         elif launch.module.endswith("allreduce_probe"):
             self.ran.append(launch.name)
             line = {"event": "allreduce_probe", "correct": True, "backend": "gloo", "dtype": "float32",
@@ -185,3 +186,32 @@ def test_rebuild_writes_nothing_when_the_report_would_be_too_large_or_invalid(tm
     (out / STATE_FILE).write_text(json.dumps(state))
     with pytest.raises(UsageError, match="is not a state this ddpctl writes .runs/0/summary/images_per_sec"):
         rebuild_report(out, plots=False)
+
+
+def test_a_state_with_what_real_runs_write_reads_back(tmp_path):
+    """What ddp-train and the runner write stays readable: a failed sync check's list of every mismatched name
+    of a ResNet-50 (320 names), long reasons, an error of a killed run, a summary of null figures."""
+    from ddpctl.bench.resume import load
+
+    out = tmp_path / "r"
+    run_bench(OPTIONS, out, runner=Scripted(), command="ddpctl bench -o r", plots=False)
+    state = json.loads((out / STATE_FILE).read_text())
+    state["runs"][0]["summary"].update(sync_check="fail", sync_mismatched=[f"layer{i}.weight" for i in range(320)],
+                                       comm_reason="link 4.8 GB/s busbw < 25: slow " + "(auto ...) " * 200,
+                                       train_loss=None, step_time_s=None)  # a diverged loss (NaN) reads as null
+    state["runs"][1].update(returncode=-9, error="exit -9: " + "killed | " * 2000, summary=None)
+    (out / STATE_FILE).write_text(json.dumps(state).replace('"train_loss": null', '"train_loss": NaN'))
+    assert load(out) == state
+
+
+def test_the_fingerprint_follows_the_trainer_that_ran(tmp_path):
+    """The ddp_train a call runs says its own fingerprint in its sysinfo line (another --python or --image,
+    another trainer): the call's source changes with it, and is source_fingerprint of it."""
+    from ddpctl.bench.resume import source_fingerprint
+
+    seen = []
+    for i, trainer in enumerate(("aaaaaaaaaaaa", "bbbbbbbbbbbb", None)):
+        rep, _ = run_bench(OPTIONS, tmp_path / str(i), runner=Scripted(trainer=trainer), plots=False)
+        seen.append(rep["source"])
+        assert rep["source"] == source_fingerprint(trainer)
+    assert len(set(seen)) == 3

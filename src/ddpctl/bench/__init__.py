@@ -104,8 +104,15 @@ def _write(bench, options: BenchOptions, outdir: Path, *, hardware_host: dict, c
         "probe_max_bytes": the_plan.probe_max_bytes,
         "extra_args": list(options.extra_args),
     }
-    rep = report.build_report(bench, hardware_host=hardware_host, options=opts, command=command, created=created,
-                              runtime=options.runtime)
+    try:
+        rep = report.build_report(bench, hardware_host=hardware_host, options=opts, command=command,
+                                  created=created, runtime=options.runtime)
+    except (TypeError, KeyError, ValueError, ZeroDivisionError) as exc:  # a state edited into figures no run gives
+        from ddpctl.bench.resume import STATE_FILE
+        from ddpctl.errors import UsageError
+
+        raise UsageError(f"{outdir}: the measurements in {STATE_FILE} make no report ({exc.__class__.__name__}); "
+                         "nothing written", "start the matrix afresh in another directory") from None
     if hardware:
         rep["hardware"] = hardware
     if calls[0].get("source"):

@@ -45,25 +45,26 @@ PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU
          ("forecast.png", "Scaling forecast: N nodes x 8 GPUs over the named links, with the validated cells"))
 
 
-def _text(value) -> str:
-    """A command line or an error as report.md shows it: what a run printed may be in it (hostile), so anything
-    not printable on one line is escaped."""
+def _text(value, *, code: bool = False) -> str:
+    """A command line (``code``: in a code span) or an error in report.md: what a run printed may be in it, so the
+    unprintable is escaped, no backtick ends a code span, and outside one no ``<!--`` hides the rest."""
     text = str(value)
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    text = (text if text.isprintable() else text.encode("unicode_escape").decode("ascii")).replace("`", "'")
+    return text if code else text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _runs(v: dict) -> str:
     """A validated cell's runs, lowest to highest, where it has two or more (absent in older reports)."""
-    lo_hi = v.get("measured_range")
-    return f" ({100 * lo_hi[0]:.1f}-{100 * lo_hi[1]:.1f})" if lo_hi else ""
+    r = v.get("measured_range")
+    return f" ({100 * r[0]:.1f}-{100 * r[1]:.1f})" if r else ""
 
 
 def _source_of(call: dict, report: dict) -> str:
     """A resumed call's code, where it recorded it: said only when it is not the first call's."""
-    source = call.get("source")
-    if not source or source == report.get("source"):
+    mine, first = call.get("source"), report.get("source")
+    if not mine or mine == first:
         return ""
-    return f" (source {source}: other code than the first call's)" if report.get("source") else f" (source {source})"
+    return f" (source {mine}: other code than the first call's)" if first else f" (source {mine})"
 
 
 def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> str:
@@ -73,7 +74,7 @@ def render_markdown(report: dict, plots: list[str] | tuple[str, ...] = ()) -> st
     lines = ["# ddpctl bench report", "",
              f"- created: {report['created']} ({report['duration_s']:.0f} s), runtime: {report['runtime']}, "
              f"ddpctl {report['tool']['version']}" + (f" (source {report['source']})" if report.get("source") else ""),
-             f"- command: `{_text(report['command'])}`",
+             f"- command: `{_text(report['command'], code=True)}`",
              f"- matrix: {report['plan']['cells']} cells x {report['plan']['repeat']} repeat(s) on "
              f"{', '.join(map(str, report['plan']['gpu_counts']))} {unit}; figures are medians of the repeats",
              *([f"- resumed (`--resume`): {len(report['resumed'])} more call(s), "

@@ -39,9 +39,9 @@ RUNTIMES = ("host", "docker")
 LINKS = ("local", "socket")  # local: the host's own interconnect (NVLink, PCIe, shared memory); socket: 2 nodes
 SOCKET_NODES = (2,)  # node counts of the socket emulation (--socket-nodes)
 MAX_SOCKET_NODES = 64
-
-
 MAX_REPEAT = 100  # runs per cell: the median and spread need few; more is a typo
+# bench-state.schema.json's bounds (--warmup/--steps/--batch-size, --gpus counts, GPUs, --probe-max): beyond, no --resume
+MAX_COUNT, MAX_LIST, MAX_GPUS, MAX_PROBE_BYTES = 1_000_000, 16, 1024, 1 << 40
 
 
 @dataclass(frozen=True)
@@ -275,15 +275,18 @@ def validate(options: BenchOptions) -> None:
     if not 1 <= options.repeat <= MAX_REPEAT:
         raise UsageError(f"--repeat must be between 1 and {MAX_REPEAT}, got {options.repeat}",
                          f"pass --repeat 1 to {MAX_REPEAT}")
-    for flag, value in (("--warmup", options.warmup), ("--steps", options.steps)):
-        if value is not None and value < (0 if flag == "--warmup" else 1):
-            raise UsageError(f"{flag} must be at least {0 if flag == '--warmup' else 1}, got {value}",
-                             f"pass a positive {flag}")
-    if options.batch_size is not None and options.batch_size < 1:
-        raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}", "pass a positive size")
-
+    for flag, value, low in (("--warmup", options.warmup, 0), ("--steps", options.steps, 1),
+                             ("--batch-size", options.batch_size, 1)):
+        if value is not None and not low <= value <= MAX_COUNT:
+            raise UsageError(f"{flag} must be between {low} and {MAX_COUNT:,}, got {value}", f"pass {flag} {low} or more")
     if options.gpus and min(options.gpus) < 1:
         raise UsageError(f"GPU counts must be at least 1, got {min(options.gpus)}", "pass e.g. --gpus 1,2")
+    if options.gpus and (len(options.gpus) > MAX_LIST or max(options.gpus) > MAX_GPUS):
+        raise UsageError(f"--gpus: at most {MAX_LIST} counts of at most {MAX_GPUS} GPUs", "pass e.g. --gpus 1,2,4,8")
+    if options.probe_max_bytes is not None and not 1 <= options.probe_max_bytes <= MAX_PROBE_BYTES:
+        raise UsageError(f"--probe-max must be between 1 byte and {MAX_PROBE_BYTES >> 30} GiB", "pass e.g. --probe-max 256m")
+    if len(options.extra_args) > MAX_LIST * 4 or any(len(a) > 1024 for a in options.extra_args):
+        raise UsageError(f"--train-arg: at most {MAX_LIST * 4} of at most 1024 characters each", "pass fewer, shorter ones")
     if options.time_budget_s is not None and options.time_budget_s <= 0:
         raise UsageError("--time-budget must be positive", "pass seconds, e.g. --time-budget 600")
     if options.cell_timeout_s <= 0:

@@ -84,8 +84,8 @@ def state_schema() -> dict:
 
 
 def load(outdir: Path, *, rebuild: bool = False) -> dict:
-    """The state of an earlier call in ``outdir``: a regular file of at most :data:`MAX_STATE_BYTES`, strict
-    JSON, valid against bench-state.schema.json (UsageError otherwise, or when there is none: nothing to resume,
+    """The state of an earlier call in ``outdir``: a regular file of at most :data:`MAX_STATE_BYTES`, JSON (NaN
+    and infinity read as null), valid against bench-state.schema.json (UsageError otherwise, or when there is none: nothing to resume,
     or to rebuild the report from with ``rebuild``)."""
     from ddpctl.validate.schema import Validator
 
@@ -94,9 +94,6 @@ def load(outdir: Path, *, rebuild: bool = False) -> dict:
     fix = ("pass a directory ddpctl bench wrote (-o)" if rebuild
            else "drop --resume to start the matrix afresh in another directory")
 
-    def no_constant(word: str):
-        raise ValueError(f"{word} is not JSON")
-
     if path.exists() and not path.is_file():
         raise UsageError(f"{what}: {STATE_FILE} is not a regular file", fix)
     try:
@@ -104,7 +101,8 @@ def load(outdir: Path, *, rebuild: bool = False) -> dict:
             raw = f.read(MAX_STATE_BYTES + 1)
         if len(raw) > MAX_STATE_BYTES:
             raise UsageError(f"{what}: {STATE_FILE} is larger than {MAX_STATE_BYTES >> 20} MiB", fix)
-        state = json.loads(raw.decode("utf-8"), parse_constant=no_constant)
+        # NaN and infinity (a diverged loss in a summary an earlier ddpctl kept) read as null
+        state = json.loads(raw.decode("utf-8"), parse_constant=lambda _: None)
     except FileNotFoundError:
         raise UsageError(f"{what}: no {STATE_FILE} there (no ddpctl bench wrote this report)",
                          "pass the -o directory of an earlier ddpctl bench" + ("" if rebuild else
@@ -238,7 +236,7 @@ def dump(bench: BenchRun, *, matrix: dict, command: str, created: str, calls: li
                for n, link in sorted(set(bench.socket_probes) | set(bench.socket_probe_errors))]
     runs = [{"key": r.cell.key, "repeat": r.repeat, "returncode": r.result.returncode,
              "seconds": round(r.result.seconds, 3), "summary": r.summary, "error": r.error} for r in bench.runs]
-    return json.dumps({"format": STATE_FORMAT, "matrix": matrix, "command": command, "created": created,
+    return json.dumps({"format": STATE_FORMAT, "matrix": matrix, "command": command[:8192], "created": created,
                        "calls": calls, "sysinfo": bench.sysinfo, "probes": probes, "runs": runs}, indent=1) + "\n"
 
 

@@ -87,9 +87,9 @@ def parse_event(stdout: str, event: str) -> dict | None:
         brace = line.find("{")
         if brace < 0 or not line.endswith("}"):
             continue
-        try:
-            data = json.loads(line[brace:])
-        except json.JSONDecodeError:
+        try:  # NaN and infinity (a diverged loss) read as null: what the report and bench-state.json hold is JSON
+            data = json.loads(line[brace:], parse_constant=lambda _: None)
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(data, dict) and data.get("event") == event:
             return data
