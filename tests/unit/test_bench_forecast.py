@@ -339,6 +339,6 @@ def test_the_rescaled_link_gives_back_the_start_up_figure_and_grows_with_it():
     alpha, x = SOCKET[0], model.PROBE_BYTES
     edge = x / alpha / 1e9  # the start-up busbw whose 32 MiB time equals the fit's latency
     figures = [edge * k for k in (0.5, 0.9, 0.94, 0.95, 0.96, 1.0, 1.5, 10)]
-    rescaled = [model.rescaled_busbw(alpha, SOCKET[1], g, 2) for g in figures]
+    rescaled = [model.rescaled_busbw(alpha, g, 2) for g in figures]
     assert rescaled == sorted(rescaled) and len(set(rescaled)) == len(rescaled)
-    assert model.rescaled_busbw(alpha, SOCKET[1], 2.5, 2) == pytest.approx(x / (x / 2.5e9 - alpha))
+    assert model.rescaled_busbw(alpha, 2.5, 2) == pytest.approx(x / (x / 2.5e9 - alpha))

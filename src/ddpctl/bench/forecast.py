@@ -173,7 +173,7 @@ def _cell_network(c: dict, local: dict[int, Fit], sockets: dict[int, Fit], link:
     n = c["gpus"] if c["gpus"] in fits else min(fits, key=lambda k: abs(k - c["gpus"]))
     f = fits[n]
     alpha = f.alpha_s * (c["gpus"] - 1) / max(1, n - 1)
-    busbw = rescaled_busbw(alpha, f.busbw, startup, c["gpus"]) if startup else f.busbw
+    busbw = rescaled_busbw(alpha, startup, c["gpus"]) if startup else f.busbw
     return lambda nbytes: alpha + eff.bus_factor(c["gpus"]) * nbytes / busbw
 
 

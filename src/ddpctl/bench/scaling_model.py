@@ -135,10 +135,10 @@ class Network:
 MIN_BANDWIDTH_SHARE = 0.05
 
 
-def rescaled_busbw(alpha_s: float, busbw: float, startup_gbps: float, world: int) -> float:
+def rescaled_busbw(alpha_s: float, startup_gbps: float, world: int) -> float:
     """The bandwidth (bytes/s) with which ``alpha + 2(n-1)/n x 32 MiB / busbw`` takes the time a start-up
     measurement of ``startup_gbps`` took: exactly where the bandwidth term is at least
-    :data:`MIN_BANDWIDTH_SHARE` of that time, else that share (``busbw``, the fit's own, is not used)."""
+    :data:`MIN_BANDWIDTH_SHARE` of that time, else that share."""
     x = eff.bus_factor(world) * PROBE_BYTES
     t = x / (startup_gbps * 1e9)
     return x / max(t - alpha_s, MIN_BANDWIDTH_SHARE * t)
