@@ -131,8 +131,9 @@ def _check(rep: dict, outdir: Path) -> None:
 
     from ddpctl.bench.compare import MAX_REPORT_BYTES
     from ddpctl.bench.report import schema
-    from ddpctl.bench.resume import STATE_FILE, shown
+    from ddpctl.bench.resume import STATE_FILE
     from ddpctl.errors import UsageError
+    from ddpctl.joboutput.visible import visible
     from ddpctl.validate.schema import Validator
 
     if len(json.dumps(rep, indent=2)) > MAX_REPORT_BYTES:  # what bench compare, forecast and rebuild would refuse
@@ -140,9 +141,9 @@ def _check(rep: dict, outdir: Path) -> None:
                          f"{MAX_REPORT_BYTES >> 20} MiB; nothing written", "rebuild it with the ddpctl that wrote it")
     issues = Validator(schema(), strict=False).issues({**rep, "plots": []})
     if issues:
-        where = shown("/".join(str(p) for p in issues[0].path))[:80] or "(top)"
+        where = visible("/".join(str(p) for p in issues[0].path))[:80] or "(top)"
         raise UsageError(f"bench rebuild {outdir}: {STATE_FILE} holds figures no report can ({where} "
-                         f"{shown(issues[0].message)[:120]}); nothing written", "rebuild it with the ddpctl that wrote it")
+                         f"{visible(issues[0].message)[:120]}); nothing written", "rebuild it with the ddpctl that wrote it")
 
 
 def rebuild_report(outdir: Path, *, plots: bool = True) -> tuple[dict, list[Path]]:
@@ -150,10 +151,13 @@ def rebuild_report(outdir: Path, *, plots: bool = True) -> tuple[dict, list[Path
     every run and probe as it was measured, the analysis (figures, diagnosis, forecast and its validation) as
     this version makes it; nothing runs. The hardware section is kept from the report.json there (the state
     holds the GPUs, not the driver and topology nvidia-smi gave). Returns the report and the files written."""
+    import datetime
+
     from ddpctl.bench import resume as resume_state
     from ddpctl.bench.compare import load_report
     from ddpctl.bench.plan import plan as make_plan
     from ddpctl.errors import UsageError
+    from ddpctl.joboutput.visible import visible
 
     state = resume_state.load(outdir, rebuild=True)
     try:
@@ -162,23 +166,15 @@ def rebuild_report(outdir: Path, *, plots: bool = True) -> tuple[dict, list[Path
     except (TypeError, ValueError, KeyError, UsageError) as exc:
         detail = exc.problem if isinstance(exc, UsageError) else str(exc) if isinstance(exc, ValueError) else ""
         raise UsageError(f"bench rebuild {outdir}: {resume_state.STATE_FILE} does not describe a matrix this "
-                         f"ddpctl can plan ({resume_state.shown(detail)[:160] or exc.__class__.__name__})",
+                         f"ddpctl can plan ({visible(detail)[:160] or exc.__class__.__name__})",
                          "rebuild it with the ddpctl that wrote it") from None
     bench = resume_state.measured(state, the_plan)
-    hardware = None
-    if (outdir / "report.json").is_file():
-        hardware = load_report(outdir / "report.json").get("hardware")
-    created = state.get("created") or (state.get("calls") or [{}])[0].get("created") or "1970-01-01T00:00:00+00:00"
-    command = state.get("command") or "ddpctl bench"
-    calls = state.get("calls") or [{"created": created, "command": command, "duration_s": 0.0, "runs": 0}]
-    import datetime
-
+    old = load_report(outdir / "report.json") if (outdir / "report.json").is_file() else {}
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    old_plots = load_report(outdir / "report.json").get("plots") or [] if hardware is not None else []
-    rep, written = _write(bench, options, outdir, hardware_host={}, command=command, created=created, calls=calls,
-                          plots=plots, hardware=hardware,
+    rep, written = _write(bench, options, outdir, hardware_host={}, command=state["command"], created=state["created"],
+                          calls=state["calls"], plots=plots, hardware=old.get("hardware"),
                           rebuilt={"created": now, "source": resume_state.package_fingerprint()})
-    for name in set(old_plots) - set(rep["plots"]):  # a plot the report no longer shows (--no-plots)
+    for name in set(old.get("plots") or []) - set(rep["plots"]):  # a plot the report no longer shows (--no-plots)
         stale = outdir / name
         if name.endswith(".png") and "/" not in name and stale.is_file() and not stale.is_symlink():
             stale.unlink()

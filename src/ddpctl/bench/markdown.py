@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ddpctl.bench.plan import nodes_of
+from ddpctl.joboutput.visible import visible
 
 
 def _f(v, fmt: str, none: str = "-") -> str:
@@ -48,8 +49,7 @@ PLOTS = (("throughput_vs_gpus.png", "Throughput vs GPUs (dashed: ideal N x 1-GPU
 def _text(value, *, code: bool = False) -> str:
     """A command line (``code``: in a code span) or an error in report.md: what a run printed may be in it, so the
     unprintable is escaped, no backtick ends a code span, and outside one no ``<!--`` hides the rest."""
-    text = str(value)
-    text = (text if text.isprintable() else text.encode("unicode_escape").decode("ascii")).replace("`", "'")
+    text = visible(value).replace("`", "'")
     return text if code else text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -51,9 +51,10 @@ class RunResult:
     def tail(self, lines: int = 3) -> str:
         """The program's last lines, joined, for an error message: what it printed is hostile, so anything not
         printable on one line is escaped and the whole is at most 400 characters."""
+        from ddpctl.joboutput.visible import visible
+
         text = (self.stderr.strip() or self.stdout.strip()).splitlines()
-        joined = " | ".join(x.strip() for x in text[-lines:])[-400:]
-        return joined if joined.isprintable() else joined.encode("unicode_escape").decode("ascii")[-400:]
+        return visible(" | ".join(x.strip() for x in text[-lines:])[-400:])[-400:]
 
 
 class Runner(ABC):

@@ -21,6 +21,7 @@ from pathlib import Path
 from ddpctl.bench.programs import RunResult
 from ddpctl.bench.runner import SKIPPED, BenchRun, CellRun
 from ddpctl.errors import UsageError
+from ddpctl.joboutput.visible import visible
 
 STATE_FILE = "bench-state.json"
 STATE_FORMAT = 1
@@ -116,15 +117,10 @@ def load(outdir: Path, *, rebuild: bool = False) -> dict:
     except RecursionError:
         issues = None
     if issues is None or issues:
-        where = shown("/".join(str(p) for p in issues[0].path))[:80] if issues else "(nesting)"
-        said = shown(issues[0].message)[:120] if issues else "nested too deeply"
+        where = visible("/".join(str(p) for p in issues[0].path))[:80] if issues else "(nesting)"
+        said = visible(issues[0].message)[:120] if issues else "nested too deeply"
         raise UsageError(f"{what}: {STATE_FILE} is not a state this ddpctl writes ({where or '(top)'} {said})", fix)
     return state
-
-
-def shown(text: str) -> str:
-    """Text read from a state file, escaped where it holds anything not printable on one line."""
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def check_options(state: dict, options, outdir: Path) -> None:
@@ -194,7 +190,7 @@ def options_of(state: dict):
     try:
         validate(options)
     except UsageError as exc:
-        raise ValueError(shown(exc.problem)[:160]) from None
+        raise ValueError(visible(exc.problem)[:160]) from None
     return options
 
 
