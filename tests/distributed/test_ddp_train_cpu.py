@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ddp_helpers import TOY, free_port, manual, ok, run, summary, torchrun
+from ddp_helpers import TOY, manual, ok, run, summary, torchrun
+from ports import free_port
 
 pytestmark = pytest.mark.distributed
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,8 @@ import re
 import pytest
 import torch
 
-from ddp_helpers import free_port, manual, ok, run, summary, torchrun
+from ddp_helpers import manual, ok, run, summary, torchrun
+from ports import free_port
 
 pytestmark = [
     pytest.mark.distributed,

@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from ddp_helpers import env, free_port
+from ddp_helpers import env
+from ports import free_port
 
 pytestmark = pytest.mark.distributed
 

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from ddp_helpers import TOY, _finish, env, free_port, ok, run, summary, torchrun
+from ddp_helpers import TOY, _finish, env, ok, run, summary, torchrun
+from ports import free_port
 from procs import drain
 
 pytestmark = pytest.mark.distributed

@@ -9,7 +9,6 @@ and its rendezvous are real.
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from ddpctl.render import slurm
 from ddpctl.spec import spec_from_dict
+from ports import free_port
 
 pytestmark = pytest.mark.distributed
 
@@ -50,15 +50,9 @@ _REPORT = ("import json, os; os.write(1, ('RANKINFO ' + json.dumps({k: os.enviro
            "('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'GROUP_RANK', 'MASTER_ADDR')}) + '\\n').encode())")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("nodes, nproc", [(2, 2)])
 def test_sbatch_script_rendezvous_gives_distinct_ranks(tmp_path, nodes, nproc):
-    spec = spec_from_dict({"name": "slurm-real", "nodes": nodes, "nproc_per_node": nproc, "port": _free_port(),
+    spec = spec_from_dict({"name": "slurm-real", "nodes": nodes, "nproc_per_node": nproc, "port": free_port(),
                            "command": ["python", "-c", _REPORT]})
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 
 from itest_helpers import ddpctl
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("0.0.0.0", 0))
-        return s.getsockname()[1]
+from ports import free_port
 
 
 def test_doctor_local_on_the_real_engine(engine):
-    proc = ddpctl("doctor", "--json", "--port", str(_free_port()))
+    proc = ddpctl("doctor", "--json", "--port", str(free_port("0.0.0.0")))
     report = json.loads(proc.stdout)
     checks = {c["name"]: c for c in report["checks"]}
     version = engine.version()["Version"]
@@ -27,7 +21,7 @@ def test_doctor_local_on_the_real_engine(engine):
 
 def test_doctor_gpu_job_on_an_engine_without_nvidia_support(engine, tmp_path):
     # The shared engine has no 'nvidia' runtime, no CDI spec and (here) no hook or nvidia-smi: both fail.
-    proc = ddpctl("doctor", "--gpus-per-node", "1", "--port", str(_free_port()),
+    proc = ddpctl("doctor", "--gpus-per-node", "1", "--port", str(free_port("0.0.0.0")),
                   env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 1
     assert any(x.startswith("fail  nvidia runtime:") and "nvidia-ctk runtime configure" in x

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,21 +22,17 @@ from pathlib import Path
 
 import pytest
 
+from ports import free_port
+
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 DDPCTL = str(Path(sys.executable).with_name("ddpctl"))
 VENV_BIN = str(Path(sys.executable).parent)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _render(tmp_path: Path, name: str, *args: str) -> Path:
     out = tmp_path / f"{name}.sbatch"
-    proc = subprocess.run([DDPCTL, "render", "slurm", "--name", name, "-n", "2", "--port", str(_free_port()),
+    proc = subprocess.run([DDPCTL, "render", "slurm", "--name", name, "-n", "2", "--port", str(free_port()),
                            "-o", str(out), *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return out

@@ -23,11 +23,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_workspace_slurm import APPTAINER_STANDIN, socket_port, standins_left
+from test_workspace_slurm import APPTAINER_STANDIN, standins_left
 
 import registry as reg
 from end_of_training import ENTRIES, ENV, SCRIPTS, assert_printed
 from itest_helpers import remove_project_images
+from ports import free_port
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.docker]
 
@@ -76,11 +77,10 @@ def test_entry_through_the_rendered_slurm_script(slurm_cluster, project, apptain
     proj, repo = project
     name = f"tp-{entry}"
     script = tmp_path / "job.sbatch"
-    with socket_port() as port:
-        proc = subprocess.run([DDPCTL, "render", "slurm", "--name", name, "-n", "2", "--port", str(port),
-                               "--image", CPU_IMAGE, "--container", "apptainer", "--workdir", str(proj),
-                               "--push", repo, *ENV.get(entry, []), "-o", str(script), "--", "python",
-                               ENTRIES[entry][0]], capture_output=True, text=True, timeout=1500)
+    proc = subprocess.run([DDPCTL, "render", "slurm", "--name", name, "-n", "2", "--port", str(free_port()),
+                           "--image", CPU_IMAGE, "--container", "apptainer", "--workdir", str(proj),
+                           "--push", repo, *ENV.get(entry, []), "-o", str(script), "--", "python",
+                           ENTRIES[entry][0]], capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = script.read_text()
     assert f"docker://{repo}@sha256:" in text and "ddp-train-launch" in text, text

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import registry as reg
+from ports import free_port
 from workspace_project import make_project
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.docker]
@@ -107,11 +108,11 @@ def test_workspace_image_runs_through_the_rendered_apptainer_line(slurm_cluster,
     proj, house = make_project(tmp_path)
     repo = f"{image_registry.address}/e2e/slurm-{uuid.uuid4().hex[:6]}"
     script = tmp_path / "job.sbatch"
-    with socket_port() as port:
-        proc = subprocess.run([DDPCTL, "render", "slurm", "--name", "wsjob", "-n", "2", "--port", str(port),
-                               "--image", CPU_IMAGE, "--container", "apptainer", "--workdir", str(proj),
-                               "--wheelhouse", str(house), "--push", repo, "-o", str(script), "--", "python",
-                               "train.py"], capture_output=True, text=True, timeout=900)
+    # the two slurmd share this machine's network: the rendezvous port must be free on it
+    proc = subprocess.run([DDPCTL, "render", "slurm", "--name", "wsjob", "-n", "2", "--port", str(free_port()),
+                           "--image", CPU_IMAGE, "--container", "apptainer", "--workdir", str(proj),
+                           "--wheelhouse", str(house), "--push", repo, "-o", str(script), "--", "python",
+                           "train.py"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = script.read_text()
     pinned = re.search(r"docker://(\S+)", text).group(1)
@@ -143,15 +144,3 @@ def test_workspace_image_runs_through_the_rendered_apptainer_line(slurm_cluster,
     assert not left, f"the stand-in left containers {left}"
 
 
-class socket_port:
-    """A free TCP port for the rendezvous (the two slurmd share this machine's network)."""
-
-    def __enter__(self) -> int:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    def __exit__(self, *exc) -> None:
-        return None

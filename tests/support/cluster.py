@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ports import free_ports
+
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "slurmstepd", "sbatch", "srun", "scontrol", "squeue",
            "scancel", "sinfo")
 HOSTS_MARK = "# ddpctl-test-slurm"
@@ -42,20 +44,6 @@ def _which(name: str) -> str:
     if not found:
         raise RuntimeError(f"{name} not found")
     return found
-
-
-def _free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def _resolves(name: str) -> bool:
@@ -122,7 +110,7 @@ class SlurmCluster:
                 f"--log-file={base / 'log' / 'munged.log'}", f"--seed-file={base / 'lib' / 'munged.seed'}"]
 
     def _write_conf(self) -> None:
-        ctld, *node_ports = _free_ports(1 + len(self.nodes))
+        ctld, *node_ports = free_ports(1 + len(self.nodes))
         self.ports = {"slurmctld": ctld, **dict(zip(self.nodes, node_ports, strict=True))}
         for sub in ("state", "log", *(f"spool/{n}" for n in self.nodes)):
             (self.root / sub).mkdir(parents=True, exist_ok=True)

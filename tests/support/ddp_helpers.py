@@ -5,20 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
+from ports import free_port
 from procs import drain
 
 # Small and fast: the whole distributed suite runs on 2 shared cores.
 TOY = ["--workload", "toy", "--train-size", "512", "--test-size", "256", "--batch-size", "32", "--epochs", "2"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env(**extra) -> dict:

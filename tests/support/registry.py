@@ -15,12 +15,13 @@ import contextlib
 import ipaddress
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from ports import free_port
 
 USER = "ddpctl"
 PASSWORD = "registry-test-pw"
@@ -31,13 +32,6 @@ HTPASSWD = f"{USER}:$2b$12$kGZaKTspAJz8MLXqd2PZcuB32W7/LSdy5SIf0TWWwRZn3TkNMEB1q
 
 def missing() -> str | None:
     return None if shutil.which("docker-registry") else "docker-registry is not installed (scripts/ci-setup-registry.sh)"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def engine_trusts_loopback(client) -> bool:
