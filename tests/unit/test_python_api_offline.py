@@ -131,3 +131,34 @@ def test_spec_keywords_take_the_forms_of_the_job_file():
     assert job_spec({}, spec={"nodes": 3, "env": {"A": "1"}}).nodes == 3
     merged = job_spec({"env": {"B": "2"}}, spec={"env": {"A": "1", "B": "1"}})
     assert merged.env_dict == {"A": "1", "B": "2"}
+
+
+def test_a_hand_built_jobspec_is_checked_like_any_other_input(tmp_path):
+    from ddpctl.spec import JobSpec
+
+    # a JobSpec made by hand has had no check: what the Slurm script would run or export is refused
+    for spec, said in ((JobSpec(env=(("A=$(touch x)", "1"),)), "not a valid environment variable name"),
+                       (JobSpec(env=(("PATH", "/evil"),)), "PATH is reserved"),
+                       (JobSpec(image="a b"), "not a valid image reference"),
+                       (JobSpec(command=("--node-rank=5",)), "read as its own option")):
+        with pytest.raises(ddpctl.BadInput, match=said):
+            ddpctl.render("slurm", spec=spec)
+    assert "#SBATCH --nodes=2" in ddpctl.render("slurm", spec=JobSpec(nodes=2))
+
+
+def test_python_values_a_job_file_cannot_hold_are_one_bad_input():
+    deep: list = []
+    inner = deep
+    for _ in range(100):
+        inner.append([])
+        inner = inner[0]
+    for kw, said in ((dict(memory_per_node=10**5000), "a number over 2"), (dict(env={"A": 10**5000}), "a number over 2"),
+                     (dict(name=deep), "nested more than"), (dict(env={"A=B": "1"}), "contains '='"),
+                     (dict(env={"A": float("nan")}), "is nan"), (dict(file="job\0.yaml"), "NUL character")):
+        with pytest.raises(ddpctl.BadInput, match=said):
+            ddpctl.render("slurm", **kw)
+    for given, said in (([1], "an item of it is not a path"), ([""], "an empty path"), ("a\0b", "NUL character")):
+        with pytest.raises(ddpctl.BadInput, match=said):
+            ddpctl.validate(given)
+    cli = subprocess.run([DDPCTL, "validate", ""], capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 2 and cli.stderr.startswith("error: an empty path was given"), cli.stderr

@@ -66,9 +66,15 @@ def _looks_like_path(text: str) -> bool:
 
 def validate_paths(paths: Sequence[str], *, skip_unknown: bool = False) -> Report:
     """``ddpctl validate PATH...``: files, directories or '-' (stdin)."""
+    from ddpctl.joboutput.visible import visible
     from ddpctl.validate import ManifestError
     from ddpctl.validate import validate_paths as check
 
+    for path in paths:
+        if not path:  # Path('') is the current directory: never walk what the caller did not name
+            raise UsageError("an empty path was given", "name manifest files or directories, or '-' for stdin")
+        if "\0" in path:
+            raise UsageError(f"path '{visible(path)[:120]}' contains a NUL character", "name an existing file")
     try:
         return check(paths, skip_unknown=skip_unknown)
     except ManifestError as exc:
@@ -104,6 +110,9 @@ def validate(path_or_text: str | os.PathLike[str] | Sequence[str | os.PathLike[s
         except ManifestError as exc:
             raise UsageError(str(exc).splitlines()[0], "") from None
     if isinstance(path_or_text, Sequence) and not isinstance(path_or_text, bytes):
+        if not all(isinstance(p, (str, os.PathLike)) for p in path_or_text):
+            raise UsageError("validate() takes a list of paths; an item of it is not a path",
+                             "pass e.g. ['k8s/pytorchjob.yaml', 'compose']")
         paths = [os.fspath(p) for p in path_or_text]
         if not paths:
             raise UsageError("no file given", "name manifest files or directories")

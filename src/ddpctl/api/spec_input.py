@@ -9,12 +9,14 @@ spec's field table.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ddpctl.errors import SpecError, UsageError
-from ddpctl.spec import JobSpec, load_spec, spec_to_dict
+from ddpctl.joboutput.visible import visible
+from ddpctl.spec import JobSpec, load_spec, spec_from_dict, spec_to_dict
 
 
 def _flatten(source: Mapping[str, Any], what: str) -> dict[str, Any]:
@@ -39,6 +41,13 @@ def _flatten(source: Mapping[str, Any], what: str) -> dict[str, Any]:
             for sub, v in value.items():
                 out[f"{key}.{sub}"] = v
         elif key in ("env", "secret_env") and isinstance(value, Mapping):
+            for k, v in value.items():
+                if isinstance(k, str) and "=" in k:  # 'A=B': 1 would read as A set to 'B=1'
+                    raise SpecError(f"{key} name '{visible(k)[:80]}' contains '='",
+                                    f"the key is the variable's name, the value its value: {key}={{'A': 'B=1'}}")
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise SpecError(f"{key} '{visible(k)[:80]}' is {v}, not a value a variable can hold",
+                                    "pass a finite number or a string")
             if all(isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
                    for k, v in value.items()):
                 out[key] = [f"{k}={v}" for k, v in value.items()]
@@ -51,6 +60,26 @@ def _flatten(source: Mapping[str, Any], what: str) -> dict[str, Any]:
     return out
 
 
+MAX_DEPTH = 32  # nesting a job spec never needs (a section holds mappings of scalars at most)
+MAX_INT = 1 << 63  # beyond any count, size or id a spec holds (and before int -> str's own limit)
+
+
+def _bounded(value: Any, what: str, depth: int = 0) -> None:
+    """The limits a job file's reader sets, for a caller's Python values: nesting and integer size (a
+    SpecError naming ``what``, where Python would raise RecursionError or ValueError deep in the checks)."""
+    if depth > MAX_DEPTH:
+        raise SpecError(f"{what}: nested more than {MAX_DEPTH} levels deep", "pass the job spec's keys and values")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= MAX_INT:
+        raise SpecError(f"{what}: a number over 2**63", "pass a count or size a job can use")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _bounded(k, what, depth + 1)
+            _bounded(v, what, depth + 1)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            _bounded(v, what, depth + 1)
+
+
 def job_spec(fields: Mapping[str, Any], *, command: Sequence[str] | None = None,
              spec: JobSpec | Mapping[str, Any] | None = None, file: str | os.PathLike[str] | None = None) -> JobSpec:
     """The spec of ``fields`` over ``spec`` (or over ``file``), with ``command`` when given.
@@ -60,8 +89,13 @@ def job_spec(fields: Mapping[str, Any], *, command: Sequence[str] | None = None,
     """
     if spec is not None and file is not None:
         raise UsageError("both spec= and file= were given", "pass one of them (keyword arguments override either)")
+    _bounded(fields, "the keyword arguments")
+    if isinstance(spec, Mapping):
+        _bounded(spec, "spec")
     if isinstance(spec, JobSpec) and command is None and not any(v is not None for v in fields.values()):
-        return spec  # checked already, its host paths resolved as its maker chose
+        # checked again: one built by hand (JobSpec(...)) has had no check; its host paths stay as its maker
+        # chose them (spec_from_dict resolves nothing)
+        return spec_from_dict(spec_to_dict(spec))
     overrides: dict[str, Any] = {}
     if isinstance(spec, JobSpec):
         overrides.update(_flatten(spec_to_dict(spec), "spec"))
@@ -83,4 +117,6 @@ def job_spec(fields: Mapping[str, Any], *, command: Sequence[str] | None = None,
         overrides["command"] = list(command) or None
     if file is not None and not isinstance(file, (str, os.PathLike)):
         raise UsageError(f"file= must be a path, got {type(file).__name__}", "pass e.g. file='job.yaml'")
+    if file is not None and "\0" in os.fspath(file):
+        raise UsageError("file= contains a NUL character", "pass the path of a job file, e.g. file='job.yaml'")
     return load_spec(Path(file) if file is not None else None, overrides)
