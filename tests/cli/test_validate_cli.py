@@ -143,3 +143,12 @@ def test_help_imports_no_validator():
             "print([m for m in ('ddpctl.validate', 'jsonschema', 'yaml') if m in sys.modules])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout[-300:]
+
+
+def test_a_file_name_with_terminal_controls_is_shown_escaped(tmp_path):
+    # every diagnostic line goes through one writer that shows control characters as escapes
+    (tmp_path / "y\x1b[31m.yaml").write_text("a: [\n")
+    result = ddpctl("validate", str(tmp_path))
+    assert result.returncode == 2 and "\x1b" not in result.stderr, result.stderr
+    assert "y\\x1b[31m.yaml:2 is not valid YAML" in result.stderr
+    no_traceback(result)

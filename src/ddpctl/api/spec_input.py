@@ -34,7 +34,7 @@ def _flatten(source: Mapping[str, Any], what: str) -> dict[str, Any]:
 
             close = difflib.get_close_matches(key, sorted(TOP_KEYS), n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(sorted(TOP_KEYS))}"
-            raise SpecError(f"unknown job spec key '{key}' in {what}", hint)
+            raise SpecError(f"unknown job spec key '{visible(key)[:80]}' in {what}", hint)
         if value is None:
             continue
         if key in SECTIONS and isinstance(value, Mapping):

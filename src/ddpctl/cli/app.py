@@ -42,5 +42,8 @@ def _root(
 
 
 def err(message: str) -> None:
-    """Write one diagnostic line to stderr."""
-    print(message, file=sys.stderr, flush=True)
+    """Write one diagnostic line to stderr, its control characters shown as escapes: a line can carry text from
+    elsewhere (a file name, a job file's key, what a job printed) that must not act on the terminal."""
+    from ddpctl.joboutput.visible import visible
+
+    print(visible(message, tab=True), file=sys.stderr, flush=True)
