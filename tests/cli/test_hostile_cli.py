@@ -292,3 +292,14 @@ def test_cpus_agree_between_targets(capsys, tmp_path):
     assert res["resources"]["limits"]["cpu"] == "2"
     _, out, _ = cli(capsys, "up", "--dry-run", "-f", path)
     assert yaml.safe_load(out)["containers"][0]["nano_cpus"] == 2_000_000_000
+
+
+@pytest.mark.parametrize("text, flags, needle", [
+    ('env: "HF_TOKEN=x"\n', ["-e", "A=1"], "'env'"),
+    ("secret_env: 7\n", ["--secret-env", "B"], "'secret_env'"),
+])
+def test_a_flag_never_hides_an_invalid_file_value(capsys, tmp_path, text, flags, needle):
+    # the file's env / secret_env of no valid type is reported, not replaced by the flag's entries
+    code, out, err = cli(capsys, "render", "slurm", "-f", spec_file(tmp_path, text), *flags, "--", "python", "t.py",
+                         cwd=tmp_path)
+    assert_one_line_error(code, out, err, needle)

@@ -29,6 +29,8 @@ def apply_overrides(data: dict[str, Any], lines: Any, overrides: Mapping[str, An
             if isinstance(section, dict):  # an invalid section is reported by validation, never dropped
                 section[sub] = value
                 lines.lines.pop((top, sub), None)
+        elif key in ("env", "secret_env") and data.get(key) is not None and not isinstance(data[key], (dict, list)):
+            pass  # the file's value is of no valid type: validation reports it, a flag never hides it
         elif key == "secret_env" and isinstance(value, list) and data.get("secret_env") is not None:
             from ddpctl import secrets
 
