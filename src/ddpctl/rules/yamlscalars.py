@@ -24,7 +24,7 @@ _ANY_CASE_WORDS = frozenset(w.lower() for w in _WORDS if w and not w.startswith(
 # which is also YAML 1.2's core float without .inf/.nan.
 _GO_INT = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|0[0-7]*|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
-_GO_DOT_FLOAT = re.compile(r"\.[0-9](?:_?[0-9])*(?:[eE][-+]?[0-9](?:_?[0-9])*)?")  # strconv.ParseFloat, from '.'
+_GO_DOT_FLOAT = re.compile(r"\.[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+(?:_[0-9]+)*)?")  # strconv.ParseFloat, from '.'
 _CORE_SPECIAL = re.compile(r"[-+]?\.(?:inf|nan)", re.IGNORECASE)  # YAML 1.2 core's .inf/.nan, any case
 _INT_BASES = {"x": 16, "b": 2, "o": 8}
 
