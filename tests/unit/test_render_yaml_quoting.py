@@ -1,6 +1,6 @@
 """Rendered YAML means the same to every reader: a string that kubectl (go-yaml v2) or a YAML 1.2 reader would
 take for a boolean, null or number (``y``, ``1e-3``, ``.5``, ``0o17``) is written quoted, true numbers stay
-numbers."""
+numbers, and ``ddpctl validate`` flags such a value left plain in a string field of a Kubernetes manifest."""
 
 import itertools
 import re
@@ -104,3 +104,25 @@ def test_rendered_command_words_and_env_values_are_strings(target):
     if target != "compose":
         assert validate_text(text, f"{target}.yaml").errors == []
 
+
+def test_validate_flags_plain_non_strings_in_string_fields():
+    spec = spec_from_dict({"name": "quote", "env": {"ANSWER": "y", "OK": "fine"},
+                           "command": ["python", "train.py", "--lr", "1e-3"]})
+    [(_, text)] = render_files("pytorchjob", spec).items()
+    assert validate_text(text, "pj.yaml").errors == []
+    edited = text.replace("'1e-3'", "1e-3").replace("value: 'y'", "value: y").replace("value: fine", "value: 0o17")
+    messages = sorted(str(p) for p in validate_text(edited, "pj.yaml").errors)
+    where = "pj.yaml:spec.pytorchReplicaSpecs.Master.template.spec.containers[0]"
+    assert messages == [
+        f"{where}.command[5]: '1e-3' is written without quotes, which kubectl reads as a number, not a string; "
+        "quote it",
+        f"{where}.env[2].value: 'y' is written without quotes, which kubectl reads as a boolean, not a string; "
+        "quote it",
+        f"{where}.env[3].value: '0o17' is written without quotes, which kubectl reads as an integer, not a string; "
+        "quote it",
+    ]
+    # a number where the schema takes one (a quantity, int-or-string) is no problem; compose files are not flagged
+    assert "sizeLimit: 16Gi\n" in text
+    assert validate_text(text.replace("sizeLimit: 16Gi", "sizeLimit: 1e9"), "pj.yaml").errors == []
+    compose_text = render_files("compose", spec)["compose.yaml"].replace("'1e-3'", "1e-3")
+    assert validate_text(compose_text, "compose.yaml").errors == []
