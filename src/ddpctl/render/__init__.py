@@ -11,6 +11,7 @@ Every command and env value comes from :mod:`ddpctl.launch` (one copy of the lau
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ddpctl.spec import JobSpec
@@ -38,12 +39,30 @@ def to_yaml(doc: Any) -> str:
     """The one YAML serializer (block style, keys in insertion order)."""
     import yaml
 
-    class _NoAliases(yaml.SafeDumper):
-        def ignore_aliases(self, data: Any) -> bool:  # shared sub-dicts are written out in full
+    return yaml.dump(doc, Dumper=yaml_dumper(), sort_keys=False, default_flow_style=False, width=1000,
+                     allow_unicode=True)
+
+
+@functools.lru_cache(maxsize=None)
+def yaml_dumper() -> type:
+    """PyYAML's safe dumper, writing shared sub-dicts out in full (no aliases) and quoting a string wherever any
+    reader of the file could take it for something else: where PyYAML's own YAML 1.1 resolver would (``yes``,
+    ``0022``, ``1:30``), and where :func:`ddpctl.rules.needs_quotes` says kubectl (go-yaml v2) or YAML 1.2 would
+    (``y``, ``1e-3``, ``.5``, ``0o17``). A command word or env value reaches the container as the text it is."""
+    import yaml
+
+    from ddpctl import rules
+
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
             return True
 
-    return yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, default_flow_style=False, width=1000,
-                     allow_unicode=True)
+        def represent_str(self, data: str) -> Any:
+            return self.represent_scalar("tag:yaml.org,2002:str", data,
+                                         style="'" if rules.needs_quotes(data) else None)
+
+    Dumper.add_representer(str, Dumper.represent_str)
+    return Dumper
 
 
 def render_files(target: str, spec: JobSpec) -> dict[str, str]:

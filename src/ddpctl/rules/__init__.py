@@ -34,6 +34,8 @@ The names below are a stable API (other modules import them):
 ``host_name``              a host name or IP address, never starting with ``-`` (``--hosts``, Docker hosts)
 ``docker_host``            ``unix:///PATH``, ``tcp://HOST[:PORT]``, ``ssh://[USER@]HOST[:PORT]`` or a context name
 ``split_list``             the one way a host list is split: commas and whitespace, blanks dropped
+``kubectl_reads``          what kubectl (go-yaml v2) makes of a plain scalar that is not text: ``'a boolean'``...
+``needs_quotes``           a string that some YAML reader (kubectl, YAML 1.2) takes as a bool, null or number
 ========================== ===============================================================================
 
 Input limits for whole files (YAML) are here too (:data:`MAX_SPEC_BYTES`, :data:`MAX_YAML_NODES`,
@@ -111,4 +113,8 @@ from ddpctl.rules.paths import (  # noqa: F401
 from ddpctl.rules.yamlinput import (  # noqa: F401
     compose_yaml_bounded,
     construct_scalar,
+)
+from ddpctl.rules.yamlscalars import (  # noqa: F401
+    kubectl_reads,
+    needs_quotes,
 )

@@ -1,7 +1,15 @@
-"""YAML text -> a node tree within the input limits (size, depth, node count, no alias bombs)."""
+"""YAML text -> a node tree within the input limits (size, depth, node count, no alias bombs).
+
+Plain scalars resolve as in YAML 1.1 (PyYAML's safe loader) except two forms that YAML 1.1 alone reads as
+numbers: base 60 (``1:30`` is 90, ``1:4`` is 64) and a leading-zero octal (``0022`` is 18). In a job file
+they are what the user wrote, text: ``nodes: 1:4`` is the elastic range, ``time: 1:30`` reaches Slurm as
+written, ``UMASK: 0022`` stays ``0022``; a field that needs a number gives its usual type error.
+"""
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any
 
 from ddpctl.rules.base import MAX_SPEC_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, RuleError
@@ -36,7 +44,7 @@ def compose_yaml_bounded(text_: str, source: str) -> Any:
                                     "flatten the structure")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-        root = yaml.compose(text_, Loader=yaml.SafeLoader)
+        root = yaml.compose(text_, Loader=job_file_loader())
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, source) from None
     except RecursionError:  # pragma: no cover - depth is bounded above
@@ -69,6 +77,28 @@ def compose_yaml_bounded(text_: str, source: str) -> Any:
             else:
                 stack.extend((v, 0) for v in node.value)
     return root
+
+
+# What YAML 1.1 reads as a base-60 int or float (``1:30``, ``-2:05:00``, ``1:30.5``) or a leading-zero octal
+# (``0022``, ``-017``; not ``0``). Only tested on scalars the resolver already made an int or a float.
+_BASE60_OR_OCTAL = re.compile(r"[-+]?(?:[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?|0[0-7_]+)")
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+@functools.lru_cache(maxsize=None)
+def job_file_loader() -> type:
+    """The safe loader whose plain base-60 and leading-zero octal numbers resolve as strings (an explicit
+    ``!!int 0022`` is still a number: the user asked for it)."""
+    import yaml
+
+    class JobFileLoader(yaml.SafeLoader):
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+            tag = super().resolve(kind, value, implicit)
+            if kind is yaml.ScalarNode and tag in _NUMBER_TAGS and _BASE60_OR_OCTAL.fullmatch(value):
+                return "tag:yaml.org,2002:str"
+            return tag
+
+    return JobFileLoader
 
 
 def _yaml_error(exc: Exception, source: str) -> RuleError:

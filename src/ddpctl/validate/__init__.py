@@ -225,6 +225,11 @@ def validate_documents(docs: list[Document], source: str, report: Report, *, ski
         doc_no = d.index if many else None
         for path, key in d.duplicates:
             report.problems.append(Problem(source, doc_no, path, f"key {key!r} appears twice"))
+        if kind != "compose":  # docker-compose 1.x reads YAML 1.1 as the loader does; kubectl does not
+            from ddpctl.validate.k8s import plain_scalar_issues
+
+            for issue in plain_scalar_issues(d.plain_non_strings, schema_validator(kind).root):
+                report.problems.append(Problem(source, doc_no, issue.path, issue.message))
         for issue in check_document(d.data, kind):
             report.problems.append(Problem(source, doc_no, issue.path, issue.message))
         for issue in secret_warnings(d.data, kind):

@@ -32,7 +32,24 @@ from ddpctl.validate.meta import dns1035_label, dns1123_subdomain, object_meta, 
 from ddpctl.validate.pods import as_dict, as_list, env_issues, pod_template, resources_issues
 from ddpctl.validate.schema import Issue, Path, short
 
-__all__ = ["CEL_RULES", "cel_issues", "object_meta", "parse_quantity", "pod_template", "pytorchjob", "trainjob"]
+__all__ = ["CEL_RULES", "cel_issues", "object_meta", "parse_quantity", "plain_scalar_issues", "pod_template",
+           "pytorchjob", "trainjob"]
+
+
+def plain_scalar_issues(found: list[tuple[Path, str, str]], schema: dict) -> Iterator[Issue]:
+    """Values written plain that kubectl (go-yaml v2) reads as no string (``y``, ``1e-3``; ``found``: the
+    loader's ``plain_non_strings``) where the CRD's schema wants a string: a command word, an arg, an env value,
+    a label value in a pod template... The API server would reject them (or get other text)."""
+    for path, text, what in found:
+        sub: Any = schema
+        for part in path:
+            if not isinstance(sub, dict):
+                break
+            sub = sub.get("items") if isinstance(part, int) else \
+                (sub.get("properties") or {}).get(part, sub.get("additionalProperties"))
+        if isinstance(sub, dict) and sub.get("type") == "string":
+            yield Issue(path, f"{text!r} is written without quotes, which kubectl reads as {what}, not a "
+                              "string; quote it")
 
 # -------------------------------------------------------------------------------------- webhooks
 

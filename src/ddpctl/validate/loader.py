@@ -4,13 +4,16 @@ The file may come from anywhere, so reading it is bounded: at most :data:`MAX_BY
 values after alias expansion (a "billion laughs" file stops at once), :data:`MAX_DEPTH` levels of nesting, no
 recursive aliases. Merge keys (``<<``) and anchors are expanded as docker-compose and Kubernetes do; scalars
 become what a JSON consumer sees (a date stays its text). Duplicate keys are kept as problems for the report
-(the Kubernetes API server rejects them; docker-compose 1.x silently takes the last one).
+(the Kubernetes API server rejects them; docker-compose 1.x silently takes the last one). Plain scalars read as
+text here that kubectl (go-yaml v2) reads as a boolean, null or number (``y``, ``1e-3``, ``0o17``) are text in
+the data and listed in :attr:`Document.plain_non_strings`, for the Kubernetes checks to flag in string fields.
 
 Anything that is not readable YAML (syntax, an unknown tag, a limit) raises :class:`ManifestError` with one line.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +21,8 @@ MAX_BYTES = 16 * 1024 * 1024
 MAX_NODES = 1_000_000
 MAX_DEPTH = 100
 MERGE_TAG = "tag:yaml.org,2002:merge"
-_PLAIN_TAGS = {
+KUBECTL_NON_STRING_TAG = "tag:ddpctl,validate:kubectl-non-string"  # text to PyYAML, not to kubectl
+_PLAIN_TAGS = {KUBECTL_NON_STRING_TAG,
     "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
     "tag:yaml.org,2002:null", "tag:yaml.org,2002:timestamp",
 }
@@ -33,6 +37,8 @@ class Document:
     index: int  # 1-based position in its file
     data: Any
     duplicates: list[tuple[tuple[Any, ...], str]] = field(default_factory=list)  # (path, key)
+    # (path, text, what kubectl reads: 'a boolean'...) for each value written plain that kubectl reads as no string
+    plain_non_strings: list[tuple[tuple[Any, ...], str, str]] = field(default_factory=list)
 
 
 def load_documents(text: str, source: str) -> list[Document]:
@@ -41,9 +47,8 @@ def load_documents(text: str, source: str) -> list[Document]:
 
     if len(text) > MAX_BYTES:
         raise ManifestError(f"{source} is larger than {MAX_BYTES // 2**20} MiB")
-    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        nodes = list(yaml.compose_all(text, Loader=loader_cls))
+        nodes = list(yaml.compose_all(text, Loader=_loader()))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{source}:{mark.line + 1}" if mark else source
@@ -56,22 +61,44 @@ def load_documents(text: str, source: str) -> list[Document]:
     for i, node in enumerate(nodes, 1):
         if node is None:
             continue
-        builder.duplicates = []
+        builder.duplicates, builder.plain_non_strings = [], []
         data = builder.build(node, (), 0, frozenset())
         if data is None:
             continue
-        docs.append(Document(i, data, builder.duplicates))
+        docs.append(Document(i, data, builder.duplicates, builder.plain_non_strings))
     return docs
+
+
+@functools.lru_cache(maxsize=None)
+def _loader() -> type:
+    """The safe loader (C if built) that tags a plain scalar it reads as text but kubectl does not."""
+    import yaml
+
+    from ddpctl import rules
+
+    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+            tag = super().resolve(kind, value, implicit)
+            if tag == "tag:yaml.org,2002:str" and kind is yaml.ScalarNode and implicit[0] \
+                    and rules.kubectl_reads(value):
+                return KUBECTL_NON_STRING_TAG
+            return tag
+
+    return Loader
 
 
 class _Builder:
     def __init__(self, source: str) -> None:
         import yaml
 
+        from ddpctl import rules
+
         self.yaml = yaml
+        self.rules = rules
         self.source = source
         self.count = 0
         self.duplicates: list[tuple[tuple[Any, ...], str]] = []
+        self.plain_non_strings: list[tuple[tuple[Any, ...], str, str]] = []
         self.constructor = yaml.SafeLoader("")
 
     def fail(self, node: Any, problem: str) -> ManifestError:
@@ -88,6 +115,9 @@ class _Builder:
         if id(node) in active:
             raise self.fail(node, "a recursive alias")
         if isinstance(node, y.ScalarNode):
+            what = self.rules.kubectl_reads(node.value) if node.tag == KUBECTL_NON_STRING_TAG else None
+            if what:
+                self.plain_non_strings.append((path, node.value, what))
             return self.scalar(node)
         inner = active | {id(node)}
         if isinstance(node, y.SequenceNode):
@@ -125,6 +155,8 @@ class _Builder:
         tag = node.tag
         if tag not in _PLAIN_TAGS:
             raise self.fail(node, f"unknown tag {tag}")
+        if tag == KUBECTL_NON_STRING_TAG:
+            return node.value  # text, as PyYAML (docker-compose 1.x) reads it; plain_non_strings has kubectl's
         if tag == "tag:yaml.org,2002:timestamp":
             return node.value  # JSON has no dates: the consumer sees the text
         try:
