@@ -40,10 +40,32 @@ def test_env_name_refused(name):
     ("TORCHELASTIC_RUN_ID", "--max-restarts"), ("CUDA_VISIBLE_DEVICES", "--device-ids"),
     ("SHELLOPTS", "remove it"), ("BASHOPTS", "remove it"), ("BASH_ENV", "remove it"), ("ENV", "remove it"),
     ("IFS", "remove it"), ("PS4", "remove it"), ("PATH", "PATH"), ("BASH_XTRACEFD", "remove it"),
+    ("EXECIGNORE", "looks up a command"), ("POSIXLY_CORRECT", "POSIX mode"), ("SRUN_EXPORT_ENV", "slurm:"),
+    ("SRUN_CPUS_PER_TASK", "cpus_per_task"), ("SLURM_EXPORT_ENV", "slurm:"),
 ])
 def test_reserved_env_names_name_the_fix(name, fix):
     msg = refused(rules.user_env_name, name)
     assert "reserved" in msg and fix in msg
+
+
+@pytest.mark.parametrize("name, inner, fix", [
+    ("APPTAINERENV_CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "--device-ids"),
+    ("SINGULARITYENV_PET_NNODES", "PET_NNODES", "--nodes"), ("APPTAINERENV_RANK", "RANK", "--nproc-per-node"),
+    ("SINGULARITYENV_MASTER_ADDR", "MASTER_ADDR", "master_addr"), ("APPTAINERENV_PATH", "PATH", "PATH"),
+    ("APPTAINERENV_PREPEND_PATH", "PATH", "PATH"), ("SINGULARITYENV_APPEND_PATH", "PATH", "PATH"),
+    ("APPTAINERENV_BASH_ENV", "BASH_ENV", "remove it"),
+    ("APPTAINERENV_SINGULARITYENV_RANK", "SINGULARITYENV_RANK", "--nproc-per-node"),
+])
+def test_apptainer_env_prefixes_of_a_reserved_name_are_reserved(name, inner, fix):
+    # apptainer/singularity set INNER inside the container from APPTAINERENV_INNER / SINGULARITYENV_INNER
+    msg = refused(rules.user_env_name, name)
+    assert f"{name} is reserved" in msg and f"sets {inner} from it" in msg and fix in msg
+
+
+@pytest.mark.parametrize("name", ["APPTAINERENV_HF_HOME", "SINGULARITYENV_NCCL_DEBUG", "APPTAINERENV_",
+                                  "LD_LIBRARY_PATH", "SBATCH_PARTITION", "SRUN", "EXEC_IGNORE"])
+def test_names_near_the_reserved_ones_are_allowed(name):
+    assert rules.user_env_name(name) == name
 
 
 @pytest.mark.parametrize("value", ["a\nb", "tab\there", "$(id) `x` 'q\"", "ünïcödé", ""])

@@ -1,0 +1,56 @@
+"""Ways around the input rules, through the CLI: reserved env names through apptainer's and srun's own
+variables, secrets echoed by an error line, credentials in a container image URL, non-ASCII image tags and
+suggested commands that a shell would expand. Refusals: exit 2, one line, nothing on stdout."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpctl.cli.main import main
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def one_line(code, out, err, *needles):
+    assert code == 2 and out == "" and "Traceback" not in err, (code, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[0], err
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------ reserved env names
+
+
+@pytest.mark.parametrize("entry, needles", [
+    ("APPTAINERENV_CUDA_VISIBLE_DEVICES=0", ["APPTAINERENV_CUDA_VISIBLE_DEVICES", "sets CUDA_VISIBLE_DEVICES",
+                                             "--device-ids"]),
+    ("SINGULARITYENV_PET_NNODES=8", ["SINGULARITYENV_PET_NNODES", "sets PET_NNODES", "--nodes"]),
+    ("APPTAINERENV_PREPEND_PATH=/evil/bin", ["sets PATH"]),
+    ("SRUN_EXPORT_ENV=NONE", ["SRUN_EXPORT_ENV is reserved", "slurm:"]),
+    ("EXECIGNORE=*/srun", ["EXECIGNORE is reserved", "remove it"]),
+    ("POSIXLY_CORRECT=1", ["POSIXLY_CORRECT is reserved"]),
+])
+def test_reserved_names_cannot_come_back_through_apptainer_srun_or_bash(capsys, entry, needles):
+    one_line(*cli(capsys, "render", "slurm", "--container", "apptainer", "-e", entry, "--", "python", "t.py"),
+             "is reserved", *needles)
+
+
+def test_the_same_names_are_refused_as_secret_references_and_in_a_file(capsys, tmp_path):
+    one_line(*cli(capsys, "render", "slurm", "--secret-env", "APPTAINERENV_RANK"), "sets RANK")
+    job = tmp_path / "job.yaml"
+    job.write_text("env:\n  SRUN_CPUS_PER_TASK: '64'\n")
+    one_line(*cli(capsys, "render", "slurm", "-f", str(job)), "SRUN_CPUS_PER_TASK is reserved", "cpus_per_task")
+
+
+def test_ordinary_apptainer_variables_and_ld_library_path_still_render(capsys):
+    code, out, err = cli(capsys, "render", "slurm", "--container", "apptainer", "-e", "APPTAINERENV_HF_HOME=/hf",
+                         "-e", "LD_LIBRARY_PATH=/opt/nccl/lib", "--", "python", "t.py")
+    assert code == 0, err
+    assert "export APPTAINERENV_HF_HOME=/hf" in out and "export LD_LIBRARY_PATH=/opt/nccl/lib" in out
