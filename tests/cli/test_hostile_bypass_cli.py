@@ -36,6 +36,8 @@ def one_line(code, out, err, *needles):
     ("SRUN_EXPORT_ENV=NONE", ["SRUN_EXPORT_ENV is reserved", "slurm:"]),
     ("EXECIGNORE=*/srun", ["EXECIGNORE is reserved", "remove it"]),
     ("POSIXLY_CORRECT=1", ["POSIXLY_CORRECT is reserved"]),
+    ("APPTAINER_BIND=/:/host", ["APPTAINER_BIND is reserved", "volumes:"]),
+    ("SINGULARITY_CONTAINALL=1", ["SINGULARITY_CONTAINALL is reserved"]),
 ])
 def test_reserved_names_cannot_come_back_through_apptainer_srun_or_bash(capsys, entry, needles):
     one_line(*cli(capsys, "render", "slurm", "--container", "apptainer", "-e", entry, "--", "python", "t.py"),

@@ -42,6 +42,7 @@ def test_env_name_refused(name):
     ("IFS", "remove it"), ("PS4", "remove it"), ("PATH", "PATH"), ("BASH_XTRACEFD", "remove it"),
     ("EXECIGNORE", "looks up a command"), ("POSIXLY_CORRECT", "POSIX mode"), ("SRUN_EXPORT_ENV", "slurm:"),
     ("SRUN_CPUS_PER_TASK", "cpus_per_task"), ("SLURM_EXPORT_ENV", "slurm:"),
+    ("APPTAINER_BIND", "volumes:"), ("SINGULARITY_BIND", "volumes:"), ("APPTAINER_CACHEDIR", "before sbatch"),
 ])
 def test_reserved_env_names_name_the_fix(name, fix):
     msg = refused(rules.user_env_name, name)

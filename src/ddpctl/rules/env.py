@@ -46,6 +46,8 @@ RESERVED_ENV: dict[str, str] = {
     "PPID": "it is read-only in bash; remove it",
     "_": "bash sets it to the last argument of every command; use another name",
 }
+_APPTAINER_FIX = ("apptainer reads it as one of its options; use volumes: for mounts, and export apptainer's own "
+                  "settings (APPTAINER_CACHEDIR) before sbatch, which passes them on")
 RESERVED_ENV_PREFIXES: dict[str, str] = {
     "SLURM_": "Slurm sets it; use --nodes and the slurm: options",
     "PET_": "the Kubeflow operators set it; use --nodes, --nproc-per-node and --port",
@@ -55,6 +57,10 @@ RESERVED_ENV_PREFIXES: dict[str, str] = {
     # SBATCH_* and SALLOC_* are read only by sbatch and salloc, which the script does not run: allowed.
     "SRUN_": "srun reads it as one of its options; set the job with --nodes, --gpus-per-node and the slurm: "
              "options (partition, time, cpus_per_task, mem, ...)",
+    # apptainer reads APPTAINER_BIND, APPTAINER_CONTAINALL, ... as its options: an extra mount or option
+    # that the script does not show. Its own settings (APPTAINER_CACHEDIR) belong to sbatch's environment.
+    "APPTAINER_": _APPTAINER_FIX,
+    "SINGULARITY_": _APPTAINER_FIX,
 }
 # Allowed on purpose: LD_PRELOAD and LD_LIBRARY_PATH (legitimate tuning knobs, e.g. an NCCL plugin or a
 # different libnccl; docs/security.md says so). In the sbatch script they also reach srun and apptainer,
