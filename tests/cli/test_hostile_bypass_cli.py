@@ -56,3 +56,37 @@ def test_ordinary_apptainer_variables_and_ld_library_path_still_render(capsys):
                          "-e", "LD_LIBRARY_PATH=/opt/nccl/lib", "--", "python", "t.py")
     assert code == 0, err
     assert "export APPTAINERENV_HF_HOME=/hf" in out and "export LD_LIBRARY_PATH=/opt/nccl/lib" in out
+
+
+# ------------------------------------------------------------------------------- secrets in error lines
+
+TOKEN = "hf_live_abc123"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--secret-env", f"HF_TOKEN={TOKEN}"], "HF_TOKEN=...: the part after '=' must be the name of a Kubernetes"),
+    (["--secret-env", f"HF_TOKEN=my-secret:{TOKEN}!"], "HF_TOKEN=...: the part after ':' is not a valid key"),
+    (["--secret-env", f"HF_TOKEN={TOKEN}:"], "HF_TOKEN=... has an empty key"),
+    (["--secret-env", f"HF_TOKEN:{TOKEN}"], "'HF_TOKEN...' is not a valid environment variable name"),
+    (["-e", f"HF_TOKEN:{TOKEN}"], "env entry 'HF_TOKEN...' has no '='"),
+    (["-e", f"HF_TOKEN:{TOKEN}=x"], "'HF_TOKEN...' is not a valid environment variable name"),
+    (["--secret-env", f"HF_TOKEN:{TOKEN}", "--secret-env", f"HF_TOKEN:{TOKEN}", "-f", "@secret_env: []\n"],
+     "--secret-env gives 'HF_TOKEN...' twice"),
+    (["-f", f"@env:\n  HF_TOKEN: !!int {TOKEN}\n"], "cannot read the value as !!int"),
+    (["-f", f"@env: HF_TOKEN={TOKEN}\n"], "got a string (not shown)"),
+])
+def test_no_error_line_shows_the_value_of_an_env_entry_or_secret_reference(capsys, tmp_path, args, needle):
+    args = list(args)
+    for i, a in enumerate(args):
+        if a.startswith("@"):
+            (tmp_path / "job.yaml").write_text(a[1:])
+            args[i] = str(tmp_path / "job.yaml")
+    line = one_line(*cli(capsys, "render", "slurm", *args, "--", "python", "t.py"), needle)
+    assert TOKEN not in line and "abc123" not in line
+
+
+def test_a_repeated_flag_name_is_shown_with_its_control_characters_escaped(capsys, tmp_path):
+    (tmp_path / "job.yaml").write_text("env: {B: '1'}\n")  # flags merged over a file's env are counted first
+    line = one_line(*cli(capsys, "render", "compose", "-f", str(tmp_path / "job.yaml"), "-e", "A\x1b[2J=1",
+                         "-e", "A\x1b[2J=2"), "--env gives 'A")
+    assert "\x1b" not in line and "\\x1b" in line

@@ -75,8 +75,8 @@ _CONTAINER_ENV_ALIASES = {"PREPEND_PATH": "PATH", "APPEND_PATH": "PATH"}
 def env_name(name: Any) -> str:
     """A POSIX-style environment variable name, matched against the whole string."""
     if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
-        shown = name if not isinstance(name, str) else name.encode("unicode_escape").decode("ascii")
-        raise RuleError(f"{shown!r} is not a valid environment variable name",
+        shown = shown_name(name) if isinstance(name, str) else repr(name)  # never a value typed after ':'
+        raise RuleError(f"{shown} is not a valid environment variable name",
                         "use letters, digits and _ and start with a letter or _")
     if len(name) > 256:
         raise RuleError(f"environment variable name {name[:20]}... is longer than 256 characters", "shorten it")
@@ -117,6 +117,20 @@ def user_env_name(name: Any) -> str:
         raise RuleError(f"{name} is reserved: apptainer sets {inner} from it inside the container, and {inner} "
                         "is reserved (setting it would change the job's topology or break its script)", fix)
     raise RuleError(f"{name} is reserved (setting it would change the job's topology or break its script)", fix)
+
+
+_NAME_END = re.compile(r"[=: ]")
+
+
+def shown_name(entry: str, *, quoted: bool = True) -> str:
+    """The name part of an env entry or a secret reference, for an error line: what comes before the first '=',
+    ':' or space (at most 64 characters), then '...' when more follows; ``quoted``: as a repr (control
+    characters escaped). Never the value: ``HF_TOKEN:hf_...`` (a ':' typed for the '=') shows as
+    ``'HF_TOKEN...'``."""
+    m = _NAME_END.search(entry)
+    head = entry[:min(m.start() if m else len(entry), 64)]
+    head = head + "..." if len(head) < len(entry) else head
+    return repr(head) if quoted else head
 
 
 def env_value(value: str) -> str:
