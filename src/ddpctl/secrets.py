@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ddpctl.rules.hosts import MASK, mask_url_passwords  # noqa: F401 - the rules mask URLs too: one copy there
+
 SECRET_WORDS = frozenset({
     "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "KEY", "APIKEY",
     "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "PAT", "PRIVATE", "SESSION", "COOKIE", "SIGNATURE", "DSN",
@@ -22,9 +24,6 @@ SECRET_WORDS = frozenset({
 # a word ending in one of these is a secret too (PGPASSWORD, GITHUBTOKEN, MYSECRET)
 _SECRET_ENDINGS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "APIKEY")
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})  # the shell's working directory
-_URL_PASSWORD = re.compile(r"(://[^/@\s:]*:)[^/@\s]+@")
-_URL_TOKEN_USER = re.compile(r"://[^/@\s:]+@")  # https://TOKEN@host: a token as the user name
-MASK = "***"
 FROM_ENV = "<secret: from the environment of ddpctl up>"  # a secret reference in a dry run
 _WORD = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
 
@@ -38,12 +37,6 @@ def looks_secret(name: str) -> bool:
         words.add(part.upper())
         words.update(w.upper() for w in _WORD.findall(part))  # camelCase parts: apiKey -> API, KEY
     return bool(words & SECRET_WORDS) or any(w.endswith(_SECRET_ENDINGS) for w in words)
-
-
-def mask_url_passwords(text: str) -> str:
-    """``postgres://u:pw@db/x`` -> ``postgres://u:***@db/x``, ``https://TOKEN@h`` -> ``https://***@h``: the
-    password (or the lone user name, often a token) of every URL in ``text`` masked."""
-    return _URL_TOKEN_USER.sub(f"://{MASK}@", _URL_PASSWORD.sub(rf"\1{MASK}@", text))
 
 
 def mask_env(env: Mapping[str, object]) -> dict[str, object]:

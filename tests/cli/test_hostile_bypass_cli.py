@@ -90,3 +90,19 @@ def test_a_repeated_flag_name_is_shown_with_its_control_characters_escaped(capsy
     line = one_line(*cli(capsys, "render", "compose", "-f", str(tmp_path / "job.yaml"), "-e", "A\x1b[2J=1",
                          "-e", "A\x1b[2J=2"), "--env gives 'A")
     assert "\x1b" not in line and "\\x1b" in line
+
+
+# --------------------------------------------------------------------- credentials in a container image
+
+
+@pytest.mark.parametrize("image", ["https://user:s3cr3t@reg.example/x.sif", "https://s3cr3t@reg.example/x.sif"])
+def test_a_container_image_url_with_credentials_is_refused(capsys, image):
+    line = one_line(*cli(capsys, "render", "slurm", "--container", "apptainer", "--container-image", image,
+                         "--", "python", "t.py"), "carries credentials", "registry login")
+    assert "s3cr3t" not in line
+
+
+def test_a_container_image_url_without_credentials_still_renders(capsys):
+    code, out, err = cli(capsys, "render", "slurm", "--container", "apptainer", "--container-image",
+                         "https://reg.example/x.sif", "--", "python", "t.py")
+    assert code == 0 and "apptainer exec https://reg.example/x.sif" in out, err

@@ -112,6 +112,25 @@ def test_container_image_refused(value, needle):
     assert needle in refused(rules.container_image, value)
 
 
+@pytest.mark.parametrize("value, shown", [
+    ("https://user:s3cr3t@reg.example/x.sif", "https://user:***@reg.example/x.sif"),
+    ("http://tok3n@reg.example/x.sif", "http://***@reg.example/x.sif"),
+    ("https://:s3cr3t@reg.example/x.sif", "https://:***@reg.example/x.sif"),
+])
+def test_container_image_url_with_credentials_is_refused_like_a_docker_host(value, shown):
+    msg = refused(rules.container_image, value)
+    assert f"container image {shown!r} carries credentials" in msg and "s3cr3t" not in msg and "tok3n" not in msg
+    assert "registry login" in msg
+    # the same refusal (one function) as a Docker host's
+    assert "carries credentials; write tcp://HOST[:PORT]" in refused(rules.docker_host, "tcp://u:s3cr3t@h:2376")
+
+
+@pytest.mark.parametrize("value", ["https://[x/y.sif", "https://reg.example:99999/x.sif", "https://tok@[x/y.sif"])
+def test_container_image_url_that_does_not_parse_is_one_line(value):
+    msg = refused(rules.container_image, value)
+    assert "not a valid URL" in msg and "tok" not in msg
+
+
 @pytest.mark.parametrize("path, want", [("/data", "/data"), ("./data", "./data"), (".", "."), ("~/x", "~/x"),
                                         ("data/x", "./data/x"), ("code", "./code"), ("/a b/$(x)", "/a b/$(x)")])
 def test_host_path_ok(path, want):
