@@ -106,3 +106,13 @@ def test_a_container_image_url_without_credentials_still_renders(capsys):
     code, out, err = cli(capsys, "render", "slurm", "--container", "apptainer", "--container-image",
                          "https://reg.example/x.sif", "--", "python", "t.py")
     assert code == 0 and "apptainer exec https://reg.example/x.sif" in out, err
+
+
+# ----------------------------------------------------------------------------------- non-ASCII image tags
+
+
+@pytest.mark.parametrize("args", [["render", "pytorchjob", "--image", "pytorch/pytorch:tägé"],
+                                  ["render", "slurm", "--container", "pyxis", "--container-image",
+                                   "docker://pytorch/pytorch:tägé", "--", "python", "t.py"]])
+def test_an_image_tag_with_non_ascii_letters_is_refused(capsys, args):
+    one_line(*cli(capsys, *args), "tägé", "image reference")

@@ -100,6 +100,12 @@ def test_image_ref_refused(ref, needle):
     assert needle in refused(rules.image_ref, ref)
 
 
+@pytest.mark.parametrize("ref", ["pytorch/pytorch:tägé", "x:\u0663", "x:\uff54ag", "x:t\u00e9", "x:_\u00df"])
+def test_image_tags_are_ascii_as_in_dockers_grammar(ref):
+    assert "not a valid image reference" in refused(rules.image_ref, ref)
+    assert "not an image reference" in refused(rules.container_image, "docker://" + ref)
+
+
 @pytest.mark.parametrize("value", ["docker://pytorch/pytorch:2.13.0", "nvcr.io#nvidia/pytorch:25.08-py3",
                                    "/images/train dir/$x.sif", "oras://ghcr.io/a/b:1"])
 def test_container_image_ok(value):
