@@ -284,3 +284,15 @@ def test_spec_layer_puts_the_key_in_front():
         spec_from_dict({"kubernetes": {"namespace": "A"}})
     with pytest.raises(SpecError, match=r"'env.X\\n' '"):  # the key is shown escaped, on one line
         spec_from_dict({"env": {"X\n": "1"}})
+
+
+@pytest.mark.parametrize("data", [{"slurm": {"time": "\u0660\u0662:00:00"}}, {"slurm": {"mem": "\u0666\u0664G"}}])
+def test_slurm_times_and_sizes_are_ascii_digits(data):
+    # written into #SBATCH as given: a Unicode digit would reach sbatch, so the field's own rule refuses it
+    with pytest.raises(SpecError, match="such as"):
+        spec_from_dict(data)
+
+
+def test_kubernetes_quantities_are_ascii_digits():
+    assert rules.k8s_quantity("16Gi") == "16Gi"
+    refused(rules.k8s_quantity, "\u0661\u0666Gi")

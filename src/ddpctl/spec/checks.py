@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 HOST_RE = rules.HOST_RE  # one host rule: ddpctl.rules.hosts
 DOCKER_HOST_RE = re.compile(r"[A-Za-z0-9][^\s,]{0,511}")  # a URL or a context name (ddpctl.dockerengine.host_address checks it)
 IFNAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,15}")
-SLURM_TIME_RE = re.compile(r"(\d{1,4}-)?\d{1,3}(:\d{2}){0,2}")
-SLURM_MEM_RE = re.compile(r"\d{1,15}[KMGT]?")
+SLURM_TIME_RE = re.compile(r"(\d{1,4}-)?\d{1,3}(:\d{2}){0,2}", re.ASCII)
+SLURM_MEM_RE = re.compile(r"\d{1,15}[KMGT]?", re.ASCII)
 USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,31})?")
 NAME_WHAT = "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)"
 
