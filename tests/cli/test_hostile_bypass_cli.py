@@ -4,6 +4,9 @@ suggested commands that a shell would expand. Refusals: exit 2, one line, nothin
 
 from __future__ import annotations
 
+import re
+import subprocess
+
 import pytest
 
 from ddpctl.cli.main import main
@@ -116,3 +119,30 @@ def test_a_container_image_url_without_credentials_still_renders(capsys):
                                    "docker://pytorch/pytorch:tägé", "--", "python", "t.py"]])
 def test_an_image_tag_with_non_ascii_letters_is_refused(capsys, args):
     one_line(*cli(capsys, *args), "tägé", "image reference")
+
+
+# -------------------------------------------------------------------- suggested commands are shell words
+
+
+def test_the_suggested_mkdir_runs_no_command_substitution(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = one_line(*cli(capsys, "render", "slurm", "-o", "$(touch PWNED)/x", "--", "python", "t.py"),
+                    "(mkdir -p '$(touch PWNED)')")
+    hint = re.search(r"\((mkdir -p .*)\) or choose", line).group(1)
+    subprocess.run(["bash", "-c", hint], cwd=tmp_path, check=True)  # pasting the hint does what it says
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["$(touch PWNED)"]
+
+
+@pytest.mark.parametrize("name, needle", [("my link", "(> 'my link')"), ("-x", "(> ./-x)"),
+                                          ("a$(id)", "(> 'a$(id)')")])
+def test_the_suggested_redirect_is_one_quoted_word(capsys, tmp_path, monkeypatch, name, needle):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).symlink_to(tmp_path / "elsewhere")
+    one_line(*cli(capsys, "render", "slurm", "-o", name, "--", "python", "t.py"), "is a symbolic link", needle)
+
+
+def test_a_suggested_command_shows_control_characters_as_text(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = one_line(*cli(capsys, "render", "slurm", "-o", "a\x1b[2Jb/x", "--", "python", "t.py"),
+                    "(mkdir -p 'a\\x1b[2Jb')")
+    assert "\x1b" not in line
