@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import stat
 import tempfile
 from pathlib import Path
@@ -45,6 +46,15 @@ def file_kind(mode: int) -> str:
         if test(mode):
             return what
     return "a special file"
+
+
+def _shell_word(path: str | Path) -> str:
+    """A path as one word of a suggested command: shlex-quoted (pasting it runs no ``$(...)`` and keeps a blank in
+    the word), ``./`` before a leading '-' (never read as an option), control characters shown as text."""
+    from ddpctl.joboutput.visible import visible
+
+    text = str(path)
+    return visible(shlex.quote("./" + text if text.startswith("-") else text))
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -88,7 +98,7 @@ def check_directory(directory: Path, *, create: bool = False) -> bool:
             raise UsageError(f"output directory {str(missing)!r} is not a directory: {str(blocker)!r} is a file",
                              "choose another path")
         raise UsageError(f"output directory {str(missing)!r} does not exist",
-                         f"create it first (mkdir -p {missing}) or choose another path")
+                         f"create it first (mkdir -p {_shell_word(missing)}) or choose another path")
     if not stat.S_ISDIR(st.st_mode):
         if create:  # `-o afile/`
             raise UsageError(f"output {str(directory) + os.sep!r} ends in '{os.sep}' (a directory) but "
@@ -120,12 +130,12 @@ def check_target(path: Path) -> os.stat_result | None:
         return st
     what = file_kind(st.st_mode)
     if stat.S_ISDIR(st.st_mode):
-        fix = f"give a file name, or '{text.rstrip(os.sep)}{os.sep}' to write the default file names into it"
+        fix = f"give a file name, or -o {_shell_word(text.rstrip(os.sep) + os.sep)} to write the default file names into it"
     elif stat.S_ISLNK(st.st_mode):
         fix = (f"ddpctl does not write through links: give the real path, or leave out -o and redirect stdout "
-               f"(> {text})")
+               f"(> {_shell_word(text)})")
     else:
-        fix = f"ddpctl replaces only regular files: leave out -o and redirect stdout instead (> {text})"
+        fix = f"ddpctl replaces only regular files: leave out -o and redirect stdout instead (> {_shell_word(text)})"
     raise UsageError(f"output {text!r} is {what}, not a regular file", fix)
 
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ddpctl.rules.hosts import MASK, mask_url_passwords  # noqa: F401 - the rules mask URLs too: one copy there
+
 SECRET_WORDS = frozenset({
     "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "KEY", "APIKEY",
     "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "PAT", "PRIVATE", "SESSION", "COOKIE", "SIGNATURE", "DSN",
@@ -22,9 +24,6 @@ SECRET_WORDS = frozenset({
 # a word ending in one of these is a secret too (PGPASSWORD, GITHUBTOKEN, MYSECRET)
 _SECRET_ENDINGS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "APIKEY")
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})  # the shell's working directory
-_URL_PASSWORD = re.compile(r"(://[^/@\s:]*:)[^/@\s]+@")
-_URL_TOKEN_USER = re.compile(r"://[^/@\s:]+@")  # https://TOKEN@host: a token as the user name
-MASK = "***"
 FROM_ENV = "<secret: from the environment of ddpctl up>"  # a secret reference in a dry run
 _WORD = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
 
@@ -38,12 +37,6 @@ def looks_secret(name: str) -> bool:
         words.add(part.upper())
         words.update(w.upper() for w in _WORD.findall(part))  # camelCase parts: apiKey -> API, KEY
     return bool(words & SECRET_WORDS) or any(w.endswith(_SECRET_ENDINGS) for w in words)
-
-
-def mask_url_passwords(text: str) -> str:
-    """``postgres://u:pw@db/x`` -> ``postgres://u:***@db/x``, ``https://TOKEN@h`` -> ``https://***@h``: the
-    password (or the lone user name, often a token) of every URL in ``text`` masked."""
-    return _URL_TOKEN_USER.sub(f"://{MASK}@", _URL_PASSWORD.sub(rf"\1{MASK}@", text))
 
 
 def mask_env(env: Mapping[str, object]) -> dict[str, object]:
@@ -84,12 +77,13 @@ SYNTAX = "NAME[=SECRET[:KEY]]"
 
 
 def secret_key(value: Any, *, what: str = "secret key") -> str:
-    """A key of a Kubernetes Secret or ConfigMap: letters, digits, '-', '_', '.', at most 253 characters."""
+    """A key of a Kubernetes Secret or ConfigMap: letters, digits, '-', '_', '.', at most 253 characters.
+    The refusal does not show the key: in a secret reference it may be a value typed in the wrong place."""
     from ddpctl.rules import RuleError
 
     if not isinstance(value, str) or len(value) > 253 or not _SECRET_KEY_RE.fullmatch(value):
-        raise RuleError(f"{what} {value!r} is not a valid key (letters, digits, '-', '_' or '.')",
-                        "use e.g. 'token'")
+        raise RuleError(f"{what} is not a valid key (letters, digits, '-', '_' or '.', at most 253; "
+                        "it is not shown)", "use e.g. 'token'")
     return value
 
 
@@ -100,24 +94,32 @@ def parse_ref(name: Any, ref: Any) -> SecretEnv:
     name = rules.user_env_name(name)
     if ref is None or ref == "":
         return SecretEnv(name)
+    # Never show the reference: a value typed in its place (HF_TOKEN=hf_...) must not reach an error line.
+    where = f"secret reference {name}=..."
     if isinstance(ref, dict):
-        extra = set(ref) - {"secret", "key"}
-        if extra or "secret" not in ref:
-            raise rules.RuleError(f"secret reference of {name} must have 'secret' (and optionally 'key'), got "
-                                  f"{', '.join(sorted(map(str, ref)))}", f"write {name}: SECRET[:KEY]")
+        if set(ref) - {"secret", "key"} or "secret" not in ref:
+            raise rules.RuleError(f"{where} must have 'secret' (and optionally 'key') and no other keys",
+                                  f"write {name}: SECRET[:KEY]")
         secret, key = ref.get("secret"), ref.get("key")
     elif isinstance(ref, str):
         secret, colon, key = ref.partition(":")
         if colon and not key:
-            raise rules.RuleError(f"secret reference of {name} {ref!r} has an empty key",
-                                  f"write {name}={secret}:KEY, or {name}={secret} for the key {name}")
+            raise rules.RuleError(f"{where} has an empty key after ':' (the reference is not shown)",
+                                  f"write {name}=SECRET:KEY, or {name}=SECRET for the key {name}")
         key = key or None
     else:
-        raise rules.RuleError(f"secret reference of {name} must be SECRET[:KEY], got {type(ref).__name__}",
+        raise rules.RuleError(f"{where} must be SECRET[:KEY], got {type(ref).__name__}",
                               f"write {name}: SECRET[:KEY]")
-    secret = rules.dns1123_subdomain(secret, what="Kubernetes Secret name")
+    parts = ("the part after '='", "the part after ':'") if isinstance(ref, str) else ("'secret'", "'key'")
+    try:
+        secret = rules.dns1123_subdomain(secret, what="Kubernetes Secret name")
+    except rules.RuleError:
+        raise rules.RuleError(f"{where}: {parts[0]} must be the name of a Kubernetes Secret, a DNS-1123 "
+                              "subdomain (lowercase letters, digits, '-' and '.'; the value is not shown)",
+                              f"write {name}=SECRET[:KEY] with the Secret's name (e.g. {name}=my-secret:token); "
+                              "a secret's value goes in the environment or the Secret, never in the spec") from None
     if key is not None:
-        secret_key(key)
+        secret_key(key, what=f"{where}: {parts[1]}")
     return SecretEnv(name, secret, key)
 
 
@@ -131,8 +133,9 @@ def parse(value: Any) -> tuple[SecretEnv, ...]:
     elif isinstance(value, list):
         pairs = []
         for item in value:
-            if not isinstance(item, str) or not item:
-                raise RuleError(f"secret_env entry {item!r} is not {SYNTAX}", "write e.g. HF_TOKEN=hf-token:token")
+            if not isinstance(item, str) or not item:  # not shown: a mapping item may hold a value
+                what = "empty" if item == "" else f"a {type(item).__name__}"
+                raise RuleError(f"secret_env entry is {what}, not {SYNTAX}", "write e.g. HF_TOKEN=hf-token:token")
             name, _, ref = item.partition("=")
             pairs.append((name, ref))
     else:
@@ -171,7 +174,9 @@ def once(names: list, flag: str) -> set:
     for name in names:
         if name in seen:
             from ddpctl.errors import SpecError
+            from ddpctl.rules import shown_name
 
-            raise SpecError(f"{flag} gives {name} twice", f"give each variable once ({flag} overrides the file)")
+            shown = shown_name(name) if isinstance(name, str) else repr(name)
+            raise SpecError(f"{flag} gives {shown} twice", f"give each variable once ({flag} overrides the file)")
         seen.add(name)
     return seen

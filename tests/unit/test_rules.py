@@ -40,10 +40,33 @@ def test_env_name_refused(name):
     ("TORCHELASTIC_RUN_ID", "--max-restarts"), ("CUDA_VISIBLE_DEVICES", "--device-ids"),
     ("SHELLOPTS", "remove it"), ("BASHOPTS", "remove it"), ("BASH_ENV", "remove it"), ("ENV", "remove it"),
     ("IFS", "remove it"), ("PS4", "remove it"), ("PATH", "PATH"), ("BASH_XTRACEFD", "remove it"),
+    ("EXECIGNORE", "looks up a command"), ("POSIXLY_CORRECT", "POSIX mode"), ("SRUN_EXPORT_ENV", "slurm:"),
+    ("SRUN_CPUS_PER_TASK", "cpus_per_task"), ("SLURM_EXPORT_ENV", "slurm:"),
+    ("APPTAINER_BIND", "volumes:"), ("SINGULARITY_BIND", "volumes:"), ("APPTAINER_CACHEDIR", "before sbatch"),
 ])
 def test_reserved_env_names_name_the_fix(name, fix):
     msg = refused(rules.user_env_name, name)
     assert "reserved" in msg and fix in msg
+
+
+@pytest.mark.parametrize("name, inner, fix", [
+    ("APPTAINERENV_CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "--device-ids"),
+    ("SINGULARITYENV_PET_NNODES", "PET_NNODES", "--nodes"), ("APPTAINERENV_RANK", "RANK", "--nproc-per-node"),
+    ("SINGULARITYENV_MASTER_ADDR", "MASTER_ADDR", "master_addr"), ("APPTAINERENV_PATH", "PATH", "PATH"),
+    ("APPTAINERENV_PREPEND_PATH", "PATH", "PATH"), ("SINGULARITYENV_APPEND_PATH", "PATH", "PATH"),
+    ("APPTAINERENV_BASH_ENV", "BASH_ENV", "remove it"),
+    ("APPTAINERENV_SINGULARITYENV_RANK", "SINGULARITYENV_RANK", "--nproc-per-node"),
+])
+def test_apptainer_env_prefixes_of_a_reserved_name_are_reserved(name, inner, fix):
+    # apptainer/singularity set INNER inside the container from APPTAINERENV_INNER / SINGULARITYENV_INNER
+    msg = refused(rules.user_env_name, name)
+    assert f"{name} is reserved" in msg and f"sets {inner} from it" in msg and fix in msg
+
+
+@pytest.mark.parametrize("name", ["APPTAINERENV_HF_HOME", "SINGULARITYENV_NCCL_DEBUG", "APPTAINERENV_",
+                                  "LD_LIBRARY_PATH", "SBATCH_PARTITION", "SRUN", "EXEC_IGNORE"])
+def test_names_near_the_reserved_ones_are_allowed(name):
+    assert rules.user_env_name(name) == name
 
 
 @pytest.mark.parametrize("value", ["a\nb", "tab\there", "$(id) `x` 'q\"", "ünïcödé", ""])
@@ -77,6 +100,12 @@ def test_image_ref_refused(ref, needle):
     assert needle in refused(rules.image_ref, ref)
 
 
+@pytest.mark.parametrize("ref", ["pytorch/pytorch:tägé", "x:\u0663", "x:\uff54ag", "x:t\u00e9", "x:_\u00df"])
+def test_image_tags_are_ascii_as_in_dockers_grammar(ref):
+    assert "not a valid image reference" in refused(rules.image_ref, ref)
+    assert "not an image reference" in refused(rules.container_image, "docker://" + ref)
+
+
 @pytest.mark.parametrize("value", ["docker://pytorch/pytorch:2.13.0", "nvcr.io#nvidia/pytorch:25.08-py3",
                                    "/images/train dir/$x.sif", "oras://ghcr.io/a/b:1"])
 def test_container_image_ok(value):
@@ -87,6 +116,25 @@ def test_container_image_ok(value):
                                            ("docker://UP/x", "lowercase"), ("a\nb", "newline")])
 def test_container_image_refused(value, needle):
     assert needle in refused(rules.container_image, value)
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("https://user:s3cr3t@reg.example/x.sif", "https://user:***@reg.example/x.sif"),
+    ("http://tok3n@reg.example/x.sif", "http://***@reg.example/x.sif"),
+    ("https://:s3cr3t@reg.example/x.sif", "https://:***@reg.example/x.sif"),
+])
+def test_container_image_url_with_credentials_is_refused_like_a_docker_host(value, shown):
+    msg = refused(rules.container_image, value)
+    assert f"container image {shown!r} carries credentials" in msg and "s3cr3t" not in msg and "tok3n" not in msg
+    assert "registry login" in msg
+    # the same refusal (one function) as a Docker host's
+    assert "carries credentials; write tcp://HOST[:PORT]" in refused(rules.docker_host, "tcp://u:s3cr3t@h:2376")
+
+
+@pytest.mark.parametrize("value", ["https://[x/y.sif", "https://reg.example:99999/x.sif", "https://tok@[x/y.sif"])
+def test_container_image_url_that_does_not_parse_is_one_line(value):
+    msg = refused(rules.container_image, value)
+    assert "not a valid URL" in msg and "tok" not in msg
 
 
 @pytest.mark.parametrize("path, want", [("/data", "/data"), ("./data", "./data"), (".", "."), ("~/x", "~/x"),
@@ -236,3 +284,15 @@ def test_spec_layer_puts_the_key_in_front():
         spec_from_dict({"kubernetes": {"namespace": "A"}})
     with pytest.raises(SpecError, match=r"'env.X\\n' '"):  # the key is shown escaped, on one line
         spec_from_dict({"env": {"X\n": "1"}})
+
+
+@pytest.mark.parametrize("data", [{"slurm": {"time": "\u0660\u0662:00:00"}}, {"slurm": {"mem": "\u0666\u0664G"}}])
+def test_slurm_times_and_sizes_are_ascii_digits(data):
+    # written into #SBATCH as given: a Unicode digit would reach sbatch, so the field's own rule refuses it
+    with pytest.raises(SpecError, match="such as"):
+        spec_from_dict(data)
+
+
+def test_kubernetes_quantities_are_ascii_digits():
+    assert rules.k8s_quantity("16Gi") == "16Gi"
+    refused(rules.k8s_quantity, "\u0661\u0666Gi")

@@ -85,6 +85,37 @@ def test_bad_references_are_spec_errors(value, needle):
         spec_from_dict({"secret_env": value})
 
 
+@pytest.mark.parametrize("data, needle", [
+    ({"secret_env": [f"HF_TOKEN={TOKEN}"]}, "HF_TOKEN=...: the part after '=' must be the name of a Kubernetes"),
+    ({"secret_env": {"HF_TOKEN": TOKEN}}, "the value is not shown"),
+    ({"secret_env": [f"HF_TOKEN={TOKEN}:"]}, "HF_TOKEN=... has an empty key"),
+    ({"secret_env": [f"HF_TOKEN=ok:{TOKEN}!"]}, "HF_TOKEN=...: the part after ':' is not a valid key"),
+    ({"secret_env": {"HF_TOKEN": {"secret": TOKEN}}}, "HF_TOKEN=...: 'secret' must be"),
+    ({"secret_env": {"HF_TOKEN": {"secret": "ok", "key": TOKEN + "!"}}}, "HF_TOKEN=...: 'key' is not"),
+    ({"secret_env": {"HF_TOKEN": {TOKEN: "x"}}}, "HF_TOKEN=... must have 'secret'"),
+    ({"secret_env": [{"HF_TOKEN": TOKEN}]}, "entry is a dict"), ({"secret_env": [f"HF_TOKEN:{TOKEN}"]}, "'HF_TOKEN...'"),
+    ({"env": [f"HF_TOKEN:{TOKEN}"]}, "env entry 'HF_TOKEN...' has no '='"), ({"env": [f"HF_TOKEN {TOKEN}"]}, "'HF_TOKEN...'"),
+    ({"env": [{"HF_TOKEN": TOKEN}]}, "env entry is a mapping"), ({"env": f"HF_TOKEN={TOKEN}"}, "got a string (not shown)"),
+    ({"env": [f"HF_TOKEN:{TOKEN}=1"]}, "'env.HF_TOKEN...' 'HF_TOKEN...' is not a valid"),
+    ({"env": {f"HF_TOKEN {TOKEN}": "1"}}, "'env.HF_TOKEN...' 'HF_TOKEN...' is not a valid"),
+])
+def test_no_error_line_shows_a_value_typed_in_the_wrong_place(data, needle):
+    # a token where a Secret name, a key or an env entry's name belongs: the line names the variable, not the token
+    with pytest.raises(SpecError) as exc:
+        spec_from_dict(data)
+    message = exc.value.message
+    assert "hf_Zx81" not in message and "not-a-real" not in message and needle in message, message
+
+
+def test_the_name_part_of_an_entry_is_shown_escaped():
+    from ddpctl.rules import shown_name
+
+    assert shown_name("HF_TOKEN") == "'HF_TOKEN'" and shown_name("HF_TOKEN:hf_x") == "'HF_TOKEN...'"
+    assert shown_name("A\x1b[2J x") == "'A\\x1b[2J...'" and shown_name("X\n") == "'X\\n'"
+    assert shown_name("N" * 100) == repr("N" * 64 + "...") and shown_name("") == "''"
+    assert shown_name("HF_TOKEN:x", quoted=False) == "HF_TOKEN..."
+
+
 def test_a_name_in_env_and_secret_env_is_an_error():
     with pytest.raises(SpecError, match="which env sets too"):
         spec_from_dict({"env": {"HF_TOKEN": "x"}, "secret_env": {"HF_TOKEN": "s"}})

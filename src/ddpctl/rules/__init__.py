@@ -13,6 +13,7 @@ The names below are a stable API (other modules import them):
 ``env_name``               ``[A-Za-z_][A-Za-z0-9_]*`` (the whole string; a trailing newline is not allowed)
 ``user_env_name``          ``env_name`` and not reserved (:data:`RESERVED_ENV`, :data:`RESERVED_ENV_PREFIXES`)
 ``env_value``              ``text`` that may also carry ``\\n`` and ``\\t``
+``shown_name``             the name part of an env entry or secret reference, for an error line (never a value)
 ``image_ref``              a Docker image reference (distribution/reference grammar), never starting with ``-``
 ``container_image``        a Slurm container image (pyxis/enroot or apptainer forms), never starting with ``-``
 ``host_path``              a bind-mount source on the host: no ``:`` ``,`` ``..`` or control characters
@@ -69,6 +70,7 @@ from ddpctl.rules.env import (  # noqa: F401
     env_name,
     env_value,
     reserved_env_fix,
+    shown_name,
     user_env_name,
 )
 from ddpctl.rules.hosts import (  # noqa: F401

@@ -5,7 +5,7 @@ them), and one way to split a list of them."""
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from ddpctl.rules.base import RuleError
 
@@ -14,6 +14,15 @@ HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?|\[?[0-9A-F
 _SSH_USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,31}")
 _CONTEXT_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.+-]{0,127}")
 DOCKER_HOST_SCHEMES = ("unix", "tcp", "ssh")
+_URL_PASSWORD = re.compile(r"(://[^/@\s:]*:)[^/@\s]+@")
+_URL_TOKEN_USER = re.compile(r"://[^/@\s:]+@")  # https://TOKEN@host: a token as the user name
+MASK = "***"
+
+
+def mask_url_passwords(text: str) -> str:
+    """``postgres://u:pw@db/x`` -> ``postgres://u:***@db/x``, ``https://TOKEN@h`` -> ``https://***@h``: the
+    password (or the lone user name, often a token) of every URL in ``text`` masked."""
+    return _URL_TOKEN_USER.sub(f"://{MASK}@", _URL_PASSWORD.sub(rf"\1{MASK}@", text))
 
 
 def split_list(text: str) -> list[str]:
@@ -61,10 +70,17 @@ def docker_host(value: str) -> str:
     except RuleError:
         raise RuleError(f"Docker host {value!r} names host {bare!r}, which is not a host name or IP address",
                         "use letters, digits, '.' and '-' (never first), or an IP address") from None
-    if parts.password is not None or (scheme == "tcp" and parts.username is not None):
-        raise RuleError(f"Docker host {value!r} carries credentials", f"write {scheme}://HOST[:PORT]; "
-                        "ssh keys and TLS files (DOCKER_CERT_PATH) authenticate")
+    no_credentials(given, parts, "Docker host", f"{scheme}://HOST[:PORT]",
+                   "ssh keys and TLS files (DOCKER_CERT_PATH) authenticate", user=scheme == "ssh")
     if parts.username is not None and not _SSH_USER_RE.fullmatch(parts.username):
         raise RuleError(f"Docker host {value!r} has user {parts.username!r}, which is not a user name",
                         "use letters, digits, '_', '.' and '-' (never first)")
     return given
+
+
+def no_credentials(url: str, parts: SplitResult, what: str, form: str, how: str, *, user: bool = False) -> None:
+    """The one refusal of a URL that carries credentials (``user:password@``, or a user name, often a token,
+    unless ``user`` allows one): they would land in a file or a process list. The URL is shown masked;
+    ``how`` says what authenticates instead."""
+    if parts.password is not None or (not user and parts.username is not None):
+        raise RuleError(f"{what} {mask_url_passwords(url)!r} carries credentials", f"write {form}; {how}")

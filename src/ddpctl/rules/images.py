@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from ddpctl.rules.base import MAX_IMAGE_LEN, RuleError, text
+from ddpctl.rules.hosts import mask_url_passwords, no_credentials
 
 # -------------------------------------------------------------------------------------------- images
 
@@ -17,11 +18,12 @@ _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
 _IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
 _DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
-_TAG = r"[\w][\w.-]{0,127}"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"  # Go's \w is ASCII only: Python's would take 'tägé'
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 _IMAGE_RE = re.compile(
     rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
-    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?",
+    re.ASCII,
 )
 MAX_IMAGE_NAME_LEN = 255
 
@@ -72,25 +74,43 @@ def container_image(value: Any, runtime: str = "pyxis") -> str:
         scheme, rest = "docker-daemon", value[len("docker-daemon:"):]
     elif not sep:
         scheme, rest = "", value
+    if scheme in ("http", "https"):
+        _url_image(value)
+        return value
     try:
         if scheme in ("", "docker", "dockerd", "podman", "docker-daemon", "oras"):
             _enroot_ref(rest)
         elif scheme in ("library", "shub"):
             if not _LIBRARY_RE.fullmatch(rest):
                 raise RuleError(f"{rest!r} is not a {scheme}:// reference", "write [HOST/]ENTITY/COLLECTION/NAME[:TAG]")
-        elif scheme in ("http", "https"):
-            from urllib.parse import urlsplit
-
-            host = urlsplit(value).hostname or ""
-            if not _HOST_RE.fullmatch(host) or any(c.isspace() for c in value):
-                raise RuleError(f"{value!r} is not a URL with a host", "write https://HOST/PATH/image.sif")
         else:
             raise RuleError(f"scheme {scheme!r} is not one pyxis/enroot or apptainer reads",
                             "use docker://, dockerd://, podman://, docker-daemon:, oras://, library://, shub://, "
                             "https:// or a path")
     except RuleError as exc:
-        raise RuleError(f"container image {value!r} is not an image reference ({exc.problem})", fix) from None
+        shown = mask_url_passwords(value)
+        raise RuleError(f"container image {shown!r} is not an image reference ({exc.problem})", fix) from None
     return value
+
+
+def _url_image(value: str) -> None:
+    """An ``http(s)://`` image: a valid host and port, no blanks, and no credentials (they would be in the
+    script): the registry's own login keeps them out of it."""
+    from urllib.parse import urlsplit
+
+    fix = "write https://HOST/PATH/image.sif"
+    shown = mask_url_passwords(value)
+    try:
+        parts = urlsplit(value)
+        host, _port = parts.hostname or "", parts.port  # .port raises on a bad port
+    except ValueError:
+        raise RuleError(f"container image {shown!r} is not a valid URL", fix) from None
+    if not _HOST_RE.fullmatch(host) or any(c.isspace() for c in value):
+        raise RuleError(f"container image {shown!r} is not an image reference (not a URL with a host)", fix)
+    no_credentials(value, parts, "container image", "https://HOST/PATH/image.sif",
+                   "the sbatch script would hold them: log in with the registry's own mechanism ('apptainer "
+                   "registry login', enroot's .credentials file) and use docker:// or oras://, or download the "
+                   "image where the job runs and give its path")
 
 
 _LIBRARY_RE = re.compile(r"([a-z0-9][a-z0-9._-]*/){0,3}[a-z0-9][a-z0-9._-]*(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?")

@@ -113,7 +113,7 @@ def size_bytes(value: Any, *, what: str = "size") -> int:
     return result
 
 
-_QUANTITY_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?")
+_QUANTITY_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?", re.ASCII)
 
 
 def k8s_quantity(value: Any, *, what: str = "quantity") -> str:

@@ -130,5 +130,6 @@ def construct_scalar(node: Any, source: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - PyYAML's constructors raise ValueError, KeyError, IndexError,
         # AttributeError... for a value their tag cannot convert (!!bool maybe, !!int '', !!timestamp nope)
         tag = node.tag.replace("tag:yaml.org,2002:", "!!")
-        raise RuleError(f"{source}:{line}: cannot read {node.value[:30]!r} as {tag} ({exc.__class__.__name__})",
+        # the value is not shown: it may be a secret (an env value)
+        raise RuleError(f"{source}:{line}: cannot read the value as {tag} ({exc.__class__.__name__})",
                         "write a plain value (or a value the tag can convert)") from None

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 HOST_RE = rules.HOST_RE  # one host rule: ddpctl.rules.hosts
 DOCKER_HOST_RE = re.compile(r"[A-Za-z0-9][^\s,]{0,511}")  # a URL or a context name (ddpctl.dockerengine.host_address checks it)
 IFNAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,15}")
-SLURM_TIME_RE = re.compile(r"(\d{1,4}-)?\d{1,3}(:\d{2}){0,2}")
-SLURM_MEM_RE = re.compile(r"\d{1,15}[KMGT]?")
+SLURM_TIME_RE = re.compile(r"(\d{1,4}-)?\d{1,3}(:\d{2}){0,2}", re.ASCII)
+SLURM_MEM_RE = re.compile(r"\d{1,15}[KMGT]?", re.ASCII)
 USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,31})?")
 NAME_WHAT = "a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)"
 
@@ -47,8 +47,8 @@ class Checker:
     def __init__(self, lines: Lines) -> None:
         self.lines = lines
 
-    def fail(self, path: tuple[str, ...], problem: str, fix: str) -> SpecError:
-        return SpecError(f"{self.lines.where(path)} {problem}", fix)
+    def fail(self, path: tuple[str, ...], problem: str, fix: str, shown: tuple[str, ...] | None = None) -> SpecError:
+        return SpecError(f"{self.lines.where(path, shown)} {problem}", fix)
 
     def rule(self, path, fn: Callable[..., Any], value: Any, **kw: Any) -> Any:
         """Apply a :mod:`ddpctl.rules` rule; its error gets this key (and line) in front."""
@@ -153,12 +153,18 @@ def env(ck: Checker, path, value) -> tuple[tuple[str, str], ...]:
     if isinstance(value, list):  # ["K=V", ...]
         pairs = []
         for item in value:
-            if not isinstance(item, str) or "=" not in item:
-                raise ck.fail(path, f"env entry {show(item)} is not KEY=VALUE", "write KEY=VALUE")
+            if not isinstance(item, str):  # never shown: a mapping or list item may hold a value
+                raise ck.fail(path, f"env entry is {type_name(item)}, not KEY=VALUE", "write KEY=VALUE")
+            if "=" not in item:  # at most its name: HF_TOKEN:hf_... must not show the token
+                raise ck.fail(path, f"env entry {rules.shown_name(item)} has no '=' (what may be a value is "
+                                    "not shown)", "write KEY=VALUE")
             k, v = item.split("=", 1)
             pairs.append((k, v))
-    else:
-        pairs = list(ck.mapping(path, value).items())
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:  # not shown: 'env: HF_TOKEN=hf_...' holds a value
+        raise ck.fail(path, f"must be a mapping or a list of KEY=VALUE, got {type_name(value)} (not shown)",
+                      "write 'KEY: VALUE' pairs under it")
     if len(pairs) > rules.MAX_ENV_ENTRIES:
         raise ck.fail(path, f"has {len(pairs)} entries (more than {rules.MAX_ENV_ENTRIES})",
                       "pass large configuration as a file in a volume")
@@ -167,7 +173,10 @@ def env(ck: Checker, path, value) -> tuple[tuple[str, str], ...]:
         kp = path + (str(k),)
         if not isinstance(k, str):
             raise ck.fail(kp, "is not a valid environment variable name", "use letters, digits and _")
-        ck.rule(kp, rules.user_env_name, k)
+        try:
+            rules.user_env_name(k)
+        except RuleError as exc:  # 'env.HF_TOKEN:hf_...' must not show the token: at most the name part
+            raise ck.fail(kp, exc.problem, exc.fix, shown=path + (rules.shown_name(k, quoted=False),)) from None
         if isinstance(v, bool):
             v = "1" if v else "0"
         if v is None or isinstance(v, (list, dict)):

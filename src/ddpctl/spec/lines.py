@@ -10,8 +10,10 @@ class Lines:
         self.source = source
         self.lines: dict[tuple[str, ...], int] = {}
 
-    def where(self, path: tuple[str, ...]) -> str:
-        key = ".".join(path).encode("unicode_escape").decode("ascii")  # a key with a line break stays one line
+    def where(self, path: tuple[str, ...], shown: tuple[str, ...] | None = None) -> str:
+        """``path`` (or ``shown`` in its place, e.g. without a key that may hold a value) and its line."""
+        key = ".".join(path if shown is None else shown)
+        key = key.encode("unicode_escape").decode("ascii")  # a key with a line break stays one line
         line = self.lines.get(path)
         if self.source and line:
             return f"'{key}' ({self.source}:{line})"
