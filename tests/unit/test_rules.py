@@ -113,7 +113,8 @@ def test_container_image_ok(value):
 
 
 @pytest.mark.parametrize("value, needle", [("-B/:/host", "starts with '-'"), ("docker://-x", "starts with '-'"),
-                                           ("docker://UP/x", "lowercase"), ("a\nb", "newline")])
+                                           ("docker://UP/x", "lowercase"), ("a\nb", "newline"),
+                                           ("~/images/train.sif", "does not expand")])
 def test_container_image_refused(value, needle):
     assert needle in refused(rules.container_image, value)
 

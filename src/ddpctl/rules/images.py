@@ -67,7 +67,10 @@ def container_image(value: Any, runtime: str = "pyxis") -> str:
     value = _word(value, "container image", "docker://pytorch/pytorch:2.13.0", fix)
     if len(value) > MAX_IMAGE_LEN:
         raise RuleError(f"container image is longer than {MAX_IMAGE_LEN} characters", fix)
-    if value.startswith(("/", "./", "../", "~")):
+    if value.startswith("~"):  # the script passes it as one quoted word: no shell expands the ~ there
+        raise RuleError(f"container image '{value[:80]}' starts with '~', which the job script does not expand",
+                        "write the image file's absolute path on the nodes, e.g. /home/USER/images/train.sif")
+    if value.startswith(("/", "./", "../")):
         return value  # an image file (.sif, .sqsh) or a sandbox directory on the nodes
     scheme, sep, rest = value.partition("://")
     if not sep and value.startswith("docker-daemon:"):
