@@ -390,6 +390,16 @@ def test_billion_laughs_stops_at_the_node_limit_quickly():
     assert time.perf_counter() - t0 < 30
 
 
+def test_a_file_of_very_many_values_is_refused_while_it_is_read():
+    from ddpctl.validate.loader import MAX_NODES
+
+    # counted as the parser makes them, not after the whole file is built: one flow list, and many documents
+    for text in ("[" + ",".join(["1"] * (MAX_NODES + 10)) + "]", "\n---\n".join(["a: 1"] * (MAX_NODES // 2 + 10))):
+        with pytest.raises(ManifestError, match=f"holds more than {MAX_NODES:,} values"):
+            load_documents(text, "big.yaml")
+    assert len(load_documents("[" + ",".join(["1"] * 1000) + "]", "fine.yaml")[0].data) == 1000
+
+
 @pytest.mark.parametrize("text, needle", [
     ("a: &x [*x]\n", "recursive alias"),
     ("a: !!python/object:os.system x\n", "unknown tag"),

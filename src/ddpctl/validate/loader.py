@@ -1,8 +1,9 @@
 """Reading manifests for validation: multi-document YAML (or JSON) into plain JSON-like data, bounded.
 
 The file may come from anywhere, so reading it is bounded: at most :data:`MAX_BYTES` of text, :data:`MAX_NODES`
-values after alias expansion (a "billion laughs" file stops at once), :data:`MAX_DEPTH` levels of nesting, no
-recursive aliases. Merge keys (``<<``) and anchors are expanded as docker-compose and Kubernetes do; scalars
+values as written (counted while the parser reads them, so a file of a million tiny values stops early instead of
+being built whole first) and as many after alias expansion (a "billion laughs" file stops at once),
+:data:`MAX_DEPTH` levels of nesting, no recursive aliases. Merge keys (``<<``) and anchors are expanded as docker-compose and Kubernetes do; scalars
 become what a JSON consumer sees (a date stays its text). Duplicate keys are kept as problems for the report
 (the Kubernetes API server rejects them; docker-compose 1.x silently takes the last one). Plain scalars read as
 text here that kubectl (go-yaml v2) reads as a boolean, null or number (``y``, ``1e-3``, ``0o17``) are text in
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_BYTES = 16 * 1024 * 1024
-MAX_NODES = 1_000_000
+MAX_NODES = 200_000  # a large TrainJob holds a few thousand; etcd's 1.5 MB object limit fewer than this
 MAX_DEPTH = 100
 MERGE_TAG = "tag:yaml.org,2002:merge"
 KUBECTL_NON_STRING_TAG = "tag:ddpctl,validate:kubectl-non-string"  # text to PyYAML, not to kubectl
@@ -30,6 +31,10 @@ _PLAIN_TAGS = {KUBECTL_NON_STRING_TAG,
 
 class ManifestError(ValueError):
     """The file cannot be read as YAML (one line, no traceback)."""
+
+
+class _TooManyNodes(Exception):
+    """Raised inside the parser past :data:`MAX_NODES` values (load_documents says which file)."""
 
 
 @dataclass
@@ -49,6 +54,8 @@ def load_documents(text: str, source: str) -> list[Document]:
         raise ManifestError(f"{source} is larger than {MAX_BYTES // 2**20} MiB")
     try:
         nodes = list(yaml.compose_all(text, Loader=_loader()))
+    except _TooManyNodes:
+        raise ManifestError(f"{source} holds more than {MAX_NODES:,} values") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{source}:{mark.line + 1}" if mark else source
@@ -78,6 +85,9 @@ def _loader() -> type:
 
     class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
         def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+            self.values_read = getattr(self, "values_read", 0) + 1  # every node the parser makes, counted as it goes
+            if self.values_read > MAX_NODES:
+                raise _TooManyNodes
             tag = super().resolve(kind, value, implicit)
             if tag == "tag:yaml.org,2002:str" and kind is yaml.ScalarNode and implicit[0] \
                     and rules.kubectl_reads(value):
