@@ -29,6 +29,7 @@ exit codes: 0 identical (or within --atol), 4 they differ, 5 a file is not a val
 
 
 def compare_main(argv) -> int:
+    from ddp_train.config.flag_types import non_negative
     from ddp_train.config.flags import ArgParser
 
     p = ArgParser(prog="ddp-train compare", description="Compare the models of two ddp-train checkpoints tensor "
@@ -36,7 +37,8 @@ def compare_main(argv) -> int:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a")
     p.add_argument("b")
-    p.add_argument("--atol", type=float, default=0.0, help="largest absolute difference still counted equal")
+    p.add_argument("--atol", type=non_negative(float), default=0.0,
+                   help="largest absolute difference still counted equal")
     p.add_argument("--all", action="store_true", help="also compare optimizer state and step counters")
     args = p.parse_args(argv)
     from ddp_train.checkpoint import storage as checkpoint
