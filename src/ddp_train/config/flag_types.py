@@ -15,7 +15,7 @@ MAX_BUCKET_MB = 1 << 20  # 1 TiB: far past any model's gradients; bytes = MB x 2
 MAX_LR = 1e6  # finite, and still finite after --scale-lr's factor
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
     """The value as the message shows it: quoted, escaped (repr), at most 40 characters of it."""
     return repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
 
@@ -24,9 +24,9 @@ def _number(kind, text):
     try:
         v = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {'an int' if kind is int else 'a number'}, got {_shown(text)}") from None
+        raise argparse.ArgumentTypeError(f"expected {'an int' if kind is int else 'a number'}, got {shown(text)}") from None
     if isinstance(v, float) and not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {_shown(text)}")
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {shown(text)}")
     return v
 
 
@@ -45,9 +45,9 @@ def ranged(kind, low, high, *, low_open: bool = False, high_open: bool = False, 
     def conv(text):
         v = _number(kind, text)
         if v < low or (low_open and v == low):
-            raise argparse.ArgumentTypeError(f"must be {rule}{note}, got {_shown(text)}")
+            raise argparse.ArgumentTypeError(f"must be {rule}{note}, got {shown(text)}")
         if high is not None and (v > high or (high_open and v == high)):
-            raise argparse.ArgumentTypeError(f"must be {upper if high == MAX_INT else rule}{note}, got {_shown(text)}")
+            raise argparse.ArgumentTypeError(f"must be {upper if high == MAX_INT else rule}{note}, got {shown(text)}")
         return v
 
     conv.__name__ = kind.__name__  # argparse names the type in its own messages
