@@ -10,6 +10,7 @@ import traceback
 
 from ddp_train.errors import (
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SYNC,
     EXIT_USAGE,
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
         return _exit(exc.code, distributed)
     except KeyboardInterrupt:
         print("ddp-train: interrupted", file=sys.stderr)
-        return _exit(130, distributed)
+        return _exit(EXIT_INTERRUPTED, distributed)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except BaseException as exc:  # noqa: BLE001 - map everything else to an exit code

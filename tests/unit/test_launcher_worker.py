@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from ddp_train.errors import EXIT_HUNG
 from ddp_train.launcher import exits
 from ddp_train.launcher.worker import exit_code_of
 
@@ -76,7 +77,7 @@ def test_exit_watch_kills_only_what_outlived_its_bound():
         watch.check()
         assert late.wait(timeout=10) == -9
         assert fresh.poll() is None and watch.hung == {1: (30, ["Thread-1 (serve)"])}
-        line = watch.line(1, exits.EXIT_HUNG)
+        line = watch.line(1, EXIT_HUNG)
         assert line.startswith("ddp-train-launch: rank 1 failed (exit code 124, did not exit): ") and "\n" not in line
         assert "Thread-1 (serve)" in line and exits.EXIT_TIMEOUT_ENV in line
     finally:

@@ -18,7 +18,7 @@ from ddp_train.config.flag_types import (
     ranged,
     timeout_seconds,
 )
-from ddp_train.errors import EXIT_USAGE, TrainError
+from ddp_train.errors import EXIT_USAGE, TrainError, exit_codes_help
 
 WORKLOADS = ("toy", "mnist", "cifar10", "imagenet-synthetic")
 MODELS = ("toy-cnn", "mnist-cnn", "resnet18", "pyramidnet", "resnet50")
@@ -45,10 +45,8 @@ checkpoint interval (--checkpoint-interval): STEPS, DURATION or STEPS,DURATION (
 preemption: SIGTERM or SIGUSR1 -> all ranks stop at the same step boundary (agreed by a small all-reduce),
   save a checkpoint there (with --output-dir) and exit 143; run again with --resume auto to continue.
 
-exit codes: 0 ok, 2 bad arguments, 3 missing/corrupt data, 4 sync check failed, 5 checkpoint,
-  6 missing dependency, 1 internal error; 128 master unreachable, 129 lost peer / timeout,
-  143 stopped by SIGTERM/SIGUSR1 after its checkpoint (retryable: 128 and above).
 """
+EPILOG += exit_codes_help() + "\n"
 
 
 class ArgParser(argparse.ArgumentParser):

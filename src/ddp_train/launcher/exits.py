@@ -8,7 +8,7 @@ from the end of a program to the exit of its process.
 - :class:`ExitWatch`: each wrapped worker notes the end of its program in a directory of the launcher's; a
   process still alive :data:`EXIT_TIMEOUT_ENV` seconds (default :data:`DEFAULT_EXIT_TIMEOUT`) later (a thread
   or an exit handler that never returns, a teardown that waits on a peer forever) is killed, and the launcher
-  reports that rank as :data:`EXIT_HUNG` with one line saying so. It also keeps each program's exit code by
+  reports that rank as :data:`ddp_train.errors.EXIT_HUNG` with one line saying so. It also keeps each program's exit code by
   process id, with the time its program ended (:attr:`ExitWatch.programs_ended`): a rank whose program failed and
   which the agent then stopped with SIGTERM (a peer that lost the connection exited first) is reported with its
   program's code, not as stopped (a note older than the exit bound before the failure, a reused process id of an
@@ -34,7 +34,6 @@ WORKER_MODULE = "ddp_train.launcher.worker"
 WORKER_SWITCH_ENV = "DDP_TRAIN_LAUNCH_WORKER"  # "off": run the command exactly as given
 EXIT_TIMEOUT_ENV = "DDP_TRAIN_EXIT_TIMEOUT"  # seconds from the end of a program to its process's exit
 DEFAULT_EXIT_TIMEOUT = 300.0  # torchrun's own exit barrier waits as long for the other nodes
-EXIT_HUNG = 124  # a rank whose program ended but whose process did not exit (timeout(1)'s code): not retryable
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 # CPython's options that take a value as the next word; every other one takes none

@@ -36,12 +36,13 @@ from dataclasses import dataclass
 
 from ddp_train.errors import (
     AGENT_NETWORK_ERRORS,
+    EXIT_HUNG,
     EXIT_MASTER_UNREACHABLE,
     LOST_PEER_CODES,
     LOST_PEER_TEXT,
     looks_like_lost_peer,
 )
-from ddp_train.launcher.exits import EXIT_HUNG, TORCHRUN_NO_VALUE, ExitWatch, wrap_command
+from ddp_train.launcher.exits import TORCHRUN_NO_VALUE, ExitWatch, wrap_command
 from ddp_train.launcher.rank_lines import PREFIX_TEMPLATE, CppTraceFilter, RankLines
 
 FAILURE_LINE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
