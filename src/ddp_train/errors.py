@@ -9,6 +9,9 @@ retryable (a peer or the master went away, a collective timed out), so that Kube
 
 from __future__ import annotations
 
+import math
+import os
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1  # a bug or an unexpected error (permanent)
 EXIT_USAGE = 2  # bad arguments or an impossible combination
@@ -69,6 +72,22 @@ class TrainError(Exception):
     @property
     def retryable(self) -> bool:
         return self.code >= RETRYABLE_MIN
+
+
+def env_number(name: str, *, high: float, fix: str) -> float | None:
+    """The positive, finite number (at most ``high``) that environment variable ``name`` holds; None when it is
+    unset or empty. Any other text (``abc``, ``0``, ``-5``, ``nan``, ``inf``) is a one-line usage error that ends
+    with ``fix``: a setting given wrong is never silently replaced by the default."""
+    raw = os.environ.get(name, "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= high:  # NaN too
+        raise TrainError(f"{name}={raw[:40]!r} is not a positive number (at most {high:g}); {fix}", EXIT_USAGE)
+    return value
 
 
 class Preempted(TrainError):

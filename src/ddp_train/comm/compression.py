@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
-from ddp_train.errors import EXIT_USAGE, TrainError
+from ddp_train.errors import env_number
 
 SLOW_LINK_GBPS = 25.0
 PROBE_BYTES = 32 << 20
@@ -205,13 +205,8 @@ def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, dev
     elif device.type != "cuda":
         why = "CPU ranks (gloo): link not measured, the fast-link defaults"
     elif auto and os.environ.get(LINK_ENV):
-        try:
-            busbw = float(os.environ[LINK_ENV])
-        except ValueError:
-            busbw = None
-        if busbw is None or not 0 < busbw < 1e6:  # NaN and infinity too
-            raise TrainError(f"{LINK_ENV}={os.environ[LINK_ENV][:40]!r} is not a positive number; set it to the "
-                             "link's busbw in GB/s (e.g. 4.5) or unset it to measure at start-up", EXIT_USAGE)
+        busbw = env_number(LINK_ENV, high=1e6, fix="set it to the link's busbw in GB/s (e.g. 4.5) or unset it to "
+                           "measure at start-up")
     elif auto:
         busbw = measure_link(device, world)
     compute_s = grad_params = None

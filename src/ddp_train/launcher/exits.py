@@ -28,12 +28,14 @@ import threading
 import time
 from pathlib import Path
 
+from ddp_train.errors import env_number
 from ddp_train.launcher.worker import ENDED_DIR_ENV
 
 WORKER_MODULE = "ddp_train.launcher.worker"
 WORKER_SWITCH_ENV = "DDP_TRAIN_LAUNCH_WORKER"  # "off": run the command exactly as given
 EXIT_TIMEOUT_ENV = "DDP_TRAIN_EXIT_TIMEOUT"  # seconds from the end of a program to its process's exit
 DEFAULT_EXIT_TIMEOUT = 300.0  # torchrun's own exit barrier waits as long for the other nodes
+MAX_EXIT_TIMEOUT = 7 * 24 * 3600.0  # a week
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 # CPython's options that take a value as the next word; every other one takes none
@@ -100,12 +102,11 @@ def wrap_command(argv: list[str]) -> list[str]:
 
 
 def exit_timeout() -> float:
-    raw = os.environ.get(EXIT_TIMEOUT_ENV, "")
-    try:
-        value = float(raw) if raw else DEFAULT_EXIT_TIMEOUT
-    except ValueError:
-        value = DEFAULT_EXIT_TIMEOUT
-    return value if value > 0 else DEFAULT_EXIT_TIMEOUT
+    """:data:`EXIT_TIMEOUT_ENV` in seconds (up to a week), :data:`DEFAULT_EXIT_TIMEOUT` when unset; a value that is
+    not one raises a usage error (``TrainError``)."""
+    value = env_number(EXIT_TIMEOUT_ENV, high=MAX_EXIT_TIMEOUT, fix=f"set it to the seconds a worker may take to "
+                       f"exit after its program ended (default {DEFAULT_EXIT_TIMEOUT:g}) or unset it")
+    return DEFAULT_EXIT_TIMEOUT if value is None else value
 
 
 def _start_time(pid: int) -> str | None:

@@ -40,9 +40,10 @@ from ddp_train.errors import (
     EXIT_MASTER_UNREACHABLE,
     LOST_PEER_CODES,
     LOST_PEER_TEXT,
+    TrainError,
     looks_like_lost_peer,
 )
-from ddp_train.launcher.exits import TORCHRUN_NO_VALUE, ExitWatch, wrap_command
+from ddp_train.launcher.exits import TORCHRUN_NO_VALUE, ExitWatch, exit_timeout, wrap_command
 from ddp_train.launcher.rank_lines import PREFIX_TEMPLATE, CppTraceFilter, RankLines
 
 FAILURE_LINE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
@@ -184,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
 
         torchrun_main(args)
         return 0
+    try:
+        bound = exit_timeout()  # before anything is set up: a bad value leaves nothing behind
+    except TrainError as exc:
+        print(f"ddp-train-launch: error: {exc}", file=sys.stderr, flush=True)
+        return exc.code
     args = wrap_command(_with_tee(args))  # a Python worker ends its process group before teardown (worker.py)
     from ddp_train.runtime.threads import apply_for_launch
 
@@ -199,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = out, err  # before torch is imported: its log handlers write here
     cpp = CppTraceFilter(err, real_stderr)
     code = 0
-    watch = ExitWatch().start()  # bounds the time from the end of a worker's program to its exit (exits.py)
+    watch = ExitWatch(bound).start()  # bounds the time from the end of a worker's program to its exit (exits.py)
     final = ""  # the one closing line, written after c10d's fd-2 messages are drained (they come first)
     try:
         from ddp_train.runtime.startup import import_modules
