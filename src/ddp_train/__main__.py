@@ -21,6 +21,7 @@ from ddp_train.errors import (
     classify,
     is_nccl_refusal,
 )
+from ddp_train.visible import visible
 
 COMPARE_EPILOG = """\
 example:
@@ -60,9 +61,9 @@ def compare_main(argv) -> int:
                 res["differ"].append(f"optimizer.state.{k}")
                 res["identical_or_within_atol"] = False
     for line in res["differ"][:50]:
-        print(f"differs: {line}", file=sys.stderr)
+        print(f"differs: {visible(line, limit=300)}", file=sys.stderr)
     for line in res["shape_or_dtype"][:50]:
-        print(f"shape/dtype: {line}", file=sys.stderr)
+        print(f"shape/dtype: {visible(line, limit=300)}", file=sys.stderr)
     print(json.dumps({"event": "compare", "a": args.a, "b": args.b, **res}))
     return EXIT_OK if res["identical_or_within_atol"] else EXIT_SYNC
 
@@ -103,10 +104,10 @@ def main(argv=None) -> int:
         # interpreter finalisation can abort ("terminate called without an active exception").
         return _exit(code, distributed)
     except Preempted as exc:
-        print(f"ddp-train: stopped: {exc}", file=sys.stderr)
+        print(f"ddp-train: stopped: {visible(exc)}", file=sys.stderr)
         return _exit(exc.code, distributed)
     except TrainError as exc:
-        print(f"ddp-train: error: {exc}", file=sys.stderr)
+        print(f"ddp-train: error: {visible(exc)}", file=sys.stderr)
         return _exit(exc.code, distributed)
     except KeyboardInterrupt:
         print("ddp-train: interrupted", file=sys.stderr)
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except BaseException as exc:  # noqa: BLE001 - map everything else to an exit code
         code = classify(exc)
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        first = visible((str(exc).strip().splitlines() or [""])[0], limit=300)
         if is_nccl_refusal(exc):
             print(f"ddp-train: error: NCCL refused this run's settings ({type(exc).__name__}: {first}); check the "
                   f"NCCL_* environment variables (NCCL_ALGO, NCCL_PROTO, ...) against this topology; not retryable "

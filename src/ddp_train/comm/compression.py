@@ -59,6 +59,7 @@ import torch
 import torch.distributed as dist
 
 from ddp_train.errors import env_number
+from ddp_train.visible import visible
 
 SLOW_LINK_GBPS = 25.0
 PROBE_BYTES = 32 << 20
@@ -232,7 +233,7 @@ def timed_compute(compute_probe: Callable[[], tuple[float, int]], device: torch.
         seconds, params = compute_probe()
     except Exception as exc:  # noqa: BLE001 - a prediction is not worth the run
         seconds, params = 0.0, None
-        failed = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}"
+        failed = f"{type(exc).__name__}: {visible((str(exc).strip().splitlines() or [''])[0], limit=160)}"
     t = torch.tensor([seconds, 1.0 if failed else 0.0], device=device, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     slowest_s, any_failed = t.tolist()

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ddp_train.errors import env_number
 from ddp_train.launcher.worker import ENDED_DIR_ENV
+from ddp_train.visible import visible
 
 WORKER_MODULE = "ddp_train.launcher.worker"
 WORKER_SWITCH_ENV = "DDP_TRAIN_LAUNCH_WORKER"  # "off": run the command exactly as given
@@ -157,7 +158,7 @@ class ExitWatch:
             try:
                 note = json.loads(path.read_text()[:4096])
                 pid, rank, ended = int(note["pid"]), (-1 if note["rank"] is None else int(note["rank"])), float(note["ended"])
-                threads = [str(t)[:60] for t in note.get("threads", [])][:8]
+                threads = [visible(t, limit=60) for t in note.get("threads", [])[:8]]
                 code = int(note.get("code", 0)) & 0xFF
             except (OSError, ValueError, KeyError, TypeError):
                 continue
@@ -180,7 +181,8 @@ class ExitWatch:
             try:
                 self.check()
             except Exception as exc:  # noqa: BLE001 - the watch must never take the launcher down, nor fail unsaid
-                print(f"ddp-train-launch: warning: the exit watch stopped ({type(exc).__name__}: {str(exc)[:200]}); "
+                print(f"ddp-train-launch: warning: the exit watch stopped ({type(exc).__name__}: "
+                      f"{visible(exc, limit=200)}); "
                       f"a worker that does not exit after its program ends is no longer bounded by "
                       f"{EXIT_TIMEOUT_ENV}", file=sys.stderr, flush=True)
                 return

@@ -45,7 +45,9 @@ from ddp_train.errors import (
 )
 from ddp_train.launcher.exits import TORCHRUN_NO_VALUE, ExitWatch, exit_timeout, wrap_command
 from ddp_train.launcher.rank_lines import PREFIX_TEMPLATE, CppTraceFilter, RankLines
+from ddp_train.visible import visible
 
+FAILURE_LINE_MAX = 400  # characters of the root-cause line (the rank's last error line is cut to fit)
 FAILURE_LINE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
 
 def failure_exit_code(exitcode: int) -> int:
@@ -88,8 +90,10 @@ class RankFailure:
         if self.lost_peer:
             notes.append(LOST_PEER_TEXT)
         extra = "".join(f", {n}" for n in notes)
-        return (f"ddp-train-launch: rank {self.rank} failed (exit code {self.exit_code}{extra}): "
-                f"{self.last_line or '(no error output)'}")
+        head = f"ddp-train-launch: rank {self.rank} failed (exit code {self.exit_code}{extra}): "
+        # the rank's own text: control characters as escapes, the whole line at most FAILURE_LINE_MAX long
+        said = visible(self.last_line or "(no error output)", tab=True, limit=max(40, FAILURE_LINE_MAX - len(head)))
+        return head + said
 
 
 def root_cause(failures: dict, last: dict[int, tuple[str, float]], hung: dict | None = None,

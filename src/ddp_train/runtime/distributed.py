@@ -16,6 +16,7 @@ import torch.distributed as dist
 from ddp_train.config.flag_types import MAX_RANKS, shown
 from ddp_train.config.run_config import RunConfig
 from ddp_train.errors import EXIT_DEPENDENCY, EXIT_MASTER_UNREACHABLE, EXIT_USAGE, TrainError
+from ddp_train.visible import visible
 
 # Set once this process has joined a process group (it then leaves with os._exit, see __main__._exit).
 JOINED = [False]
@@ -196,7 +197,7 @@ def init(config: RunConfig, launch: Launch, backend, device):
     except TrainError:
         raise
     except Exception as exc:
-        text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        text = visible(str(exc).splitlines()[0], limit=200) if str(exc) else type(exc).__name__
         where = f"{launch.master[0]}:{launch.master[1]}" if launch.master else launch.init_method
         raise TrainError(f"process group init via {where} failed: {text}; check that all {launch.world_size} "
                          "ranks start with the same master and world size (--pg-timeout to wait longer)",
@@ -204,4 +205,4 @@ def init(config: RunConfig, launch: Launch, backend, device):
 
 
 def log_err(msg):
-    print(f"ddp-train: {msg}", file=sys.stderr, flush=True)
+    print(f"ddp-train: {visible(msg)}", file=sys.stderr, flush=True)
