@@ -24,7 +24,8 @@ def _number(kind, text):
     try:
         v = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {'an int' if kind is int else 'a number'}, got {shown(text)}") from None
+        what = "an int" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {shown(text)}") from None
     if isinstance(v, float) and not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {shown(text)}")
     return v

@@ -68,8 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto", help="auto: nccl on GPU, gloo on CPU")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     g.add_argument("--init-method", default=None, help="tcp://HOST:PORT or file:///shared/path (default env://)")
-    g.add_argument("--rank", type=non_negative(int, MAX_RANKS - 1), default=None, help="this process's rank (manual launch)")
-    g.add_argument("--world-size", type=positive(int, MAX_RANKS), default=None, help="number of processes (manual launch)")
+    g.add_argument("--rank", type=non_negative(int, MAX_RANKS - 1), default=None,
+                   help="this process's rank (manual launch)")
+    g.add_argument("--world-size", type=positive(int, MAX_RANKS), default=None,
+                   help="number of processes (manual launch)")
     g.add_argument("--local-rank", type=non_negative(int, MAX_RANKS - 1), default=None,
                    help="GPU index on this node (default: LOCAL_RANK, or rank modulo the GPU count)")
     g.add_argument("--connect-timeout", type=timeout_seconds, default=300.0,
@@ -103,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--scale-lr", action="store_true", help="linear LR scaling: lr x global_batch / --lr-base-batch")
     g.add_argument("--lr-base-batch", type=positive(int), default=256)
     g.add_argument("--lr-schedule", choices=("cosine", "constant"), default="cosine")
-    g.add_argument("--warmup-epochs", type=non_negative(float, 1_000_000), default=0.0, help="linear LR warm-up length in epochs")
+    g.add_argument("--warmup-epochs", type=non_negative(float, 1_000_000), default=0.0,
+                   help="linear LR warm-up length in epochs")
     g.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
     g.add_argument("--momentum", type=ranged(float, 0, 1, high_open=True), default=0.9,
                    help="SGD momentum, in [0, 1) (Nesterov when > 0)")

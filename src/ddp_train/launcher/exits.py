@@ -8,11 +8,11 @@ from the end of a program to the exit of its process.
 - :class:`ExitWatch`: each wrapped worker notes the end of its program in a directory of the launcher's; a
   process still alive :data:`EXIT_TIMEOUT_ENV` seconds (default :data:`DEFAULT_EXIT_TIMEOUT`) later (a thread
   or an exit handler that never returns, a teardown that waits on a peer forever) is killed, and the launcher
-  reports that rank as :data:`ddp_train.errors.EXIT_HUNG` with one line saying so. It also keeps each program's exit code by
-  process id, with the time its program ended (:attr:`ExitWatch.programs_ended`): a rank whose program failed and
-  which the agent then stopped with SIGTERM (a peer that lost the connection exited first) is reported with its
-  program's code, not as stopped (a note older than the exit bound before the failure, a reused process id of an
-  earlier restart, is not taken).
+  reports that rank as :data:`ddp_train.errors.EXIT_HUNG` with one line saying so. It also keeps each program's
+  exit code by process id, with the time its program ended (:attr:`ExitWatch.programs_ended`): a rank whose
+  program failed and which the agent then stopped with SIGTERM (a peer that lost the connection exited first) is
+  reported with its program's code, not as stopped (a note older than the exit bound before the failure, a reused
+  process id of an earlier restart, is not taken).
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ def detect(config: RunConfig) -> Launch:
                                  "tcp://HOST:PORT", EXIT_USAGE)
             master = (url.hostname, port)
         # the GPU index defaults to the rank (pick_device takes it modulo the GPU count)
-        label, raw = local_from or (("LOCAL_RANK", env["LOCAL_RANK"]) if "LOCAL_RANK" in env else ("--rank", config.rank))
+        from_env = ("LOCAL_RANK", env["LOCAL_RANK"]) if "LOCAL_RANK" in env else ("--rank", config.rank)
+        label, raw = local_from or from_env
         rank, world, local = _checked(config.rank, config.world_size, raw, names=("--rank", "--world-size", label))
         return Launch(url.scheme, rank, world, local, config.init_method, master)
     if "RANK" in env and "WORLD_SIZE" in env or config.init_method == "env://":
