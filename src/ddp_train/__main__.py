@@ -10,6 +10,7 @@ import traceback
 
 from ddp_train.errors import (
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SYNC,
     EXIT_USAGE,
@@ -20,6 +21,7 @@ from ddp_train.errors import (
     classify,
     is_nccl_refusal,
 )
+from ddp_train.visible import visible
 
 COMPARE_EPILOG = """\
 example:
@@ -29,6 +31,7 @@ exit codes: 0 identical (or within --atol), 4 they differ, 5 a file is not a val
 
 
 def compare_main(argv) -> int:
+    from ddp_train.config.flag_types import non_negative
     from ddp_train.config.flags import ArgParser
 
     p = ArgParser(prog="ddp-train compare", description="Compare the models of two ddp-train checkpoints tensor "
@@ -36,7 +39,8 @@ def compare_main(argv) -> int:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a")
     p.add_argument("b")
-    p.add_argument("--atol", type=float, default=0.0, help="largest absolute difference still counted equal")
+    p.add_argument("--atol", type=non_negative(float), default=0.0,
+                   help="largest absolute difference still counted equal")
     p.add_argument("--all", action="store_true", help="also compare optimizer state and step counters")
     args = p.parse_args(argv)
     from ddp_train.checkpoint import storage as checkpoint
@@ -57,9 +61,9 @@ def compare_main(argv) -> int:
                 res["differ"].append(f"optimizer.state.{k}")
                 res["identical_or_within_atol"] = False
     for line in res["differ"][:50]:
-        print(f"differs: {line}", file=sys.stderr)
+        print(f"differs: {visible(line, limit=300)}", file=sys.stderr)
     for line in res["shape_or_dtype"][:50]:
-        print(f"shape/dtype: {line}", file=sys.stderr)
+        print(f"shape/dtype: {visible(line, limit=300)}", file=sys.stderr)
     print(json.dumps({"event": "compare", "a": args.a, "b": args.b, **res}))
     return EXIT_OK if res["identical_or_within_atol"] else EXIT_SYNC
 
@@ -100,19 +104,19 @@ def main(argv=None) -> int:
         # interpreter finalisation can abort ("terminate called without an active exception").
         return _exit(code, distributed)
     except Preempted as exc:
-        print(f"ddp-train: stopped: {exc}", file=sys.stderr)
+        print(f"ddp-train: stopped: {visible(exc)}", file=sys.stderr)
         return _exit(exc.code, distributed)
     except TrainError as exc:
-        print(f"ddp-train: error: {exc}", file=sys.stderr)
+        print(f"ddp-train: error: {visible(exc)}", file=sys.stderr)
         return _exit(exc.code, distributed)
     except KeyboardInterrupt:
         print("ddp-train: interrupted", file=sys.stderr)
-        return _exit(130, distributed)
+        return _exit(EXIT_INTERRUPTED, distributed)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except BaseException as exc:  # noqa: BLE001 - map everything else to an exit code
         code = classify(exc)
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        first = visible((str(exc).strip().splitlines() or [""])[0], limit=300)
         if is_nccl_refusal(exc):
             print(f"ddp-train: error: NCCL refused this run's settings ({type(exc).__name__}: {first}); check the "
                   f"NCCL_* environment variables (NCCL_ALGO, NCCL_PROTO, ...) against this topology; not retryable "

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from ddp_train.errors import EXIT_HUNG
 from ddp_train.launcher import exits
 from ddp_train.launcher.worker import exit_code_of
 
@@ -53,9 +54,33 @@ def test_exit_codes_as_python_gives_them(capsys):
 def test_exit_timeout_env(monkeypatch):
     monkeypatch.setenv(exits.EXIT_TIMEOUT_ENV, "7.5")
     assert exits.exit_timeout() == 7.5
-    for bad in ("", "x", "-1", "0"):
-        monkeypatch.setenv(exits.EXIT_TIMEOUT_ENV, bad)
-        assert exits.exit_timeout() == exits.DEFAULT_EXIT_TIMEOUT
+    monkeypatch.setenv(exits.EXIT_TIMEOUT_ENV, "")
+    assert exits.exit_timeout() == exits.DEFAULT_EXIT_TIMEOUT
+    monkeypatch.delenv(exits.EXIT_TIMEOUT_ENV)
+    assert exits.exit_timeout() == exits.DEFAULT_EXIT_TIMEOUT
+
+
+@pytest.mark.parametrize("bad", ["abc", "-5", "0", "nan", "inf", "1e400", "604801", "\x1b[2J"])
+def test_a_bad_exit_timeout_is_one_usage_line_not_the_default(monkeypatch, capsys, bad):
+    """It fell back to 300 s in silence; now, as DDP_TRAIN_LINK_GBPS (the same helper, errors.env_number), the
+    launcher stops at once with one line and the usage code, before it sets anything up."""
+    from ddp_train.errors import EXIT_USAGE, TrainError
+    from ddp_train.launcher import run
+
+    monkeypatch.setenv(exits.EXIT_TIMEOUT_ENV, bad)
+    with pytest.raises(TrainError) as e:
+        exits.exit_timeout()
+    assert e.value.code == EXIT_USAGE and f"{exits.EXIT_TIMEOUT_ENV}={bad!r} is not a positive number" in str(e.value)
+
+    def nothing_set_up(*_a, **_k):
+        raise AssertionError("the launcher set something up before it checked its environment")
+
+    monkeypatch.setattr(exits.tempfile, "mkdtemp", nothing_set_up)
+    monkeypatch.setattr(run.os, "dup", nothing_set_up)
+    assert run.main(["--standalone", "--nproc-per-node", "1", "--no-python", "true"]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "\x1b" not in captured.err
+    assert captured.err.startswith(f"ddp-train-launch: error: {exits.EXIT_TIMEOUT_ENV}=")
 
 
 def _note(watch: exits.ExitWatch, proc: subprocess.Popen, rank: int, ended: float, threads=(), code=0) -> None:
@@ -76,7 +101,7 @@ def test_exit_watch_kills_only_what_outlived_its_bound():
         watch.check()
         assert late.wait(timeout=10) == -9
         assert fresh.poll() is None and watch.hung == {1: (30, ["Thread-1 (serve)"])}
-        line = watch.line(1, exits.EXIT_HUNG)
+        line = watch.line(1, EXIT_HUNG)
         assert line.startswith("ddp-train-launch: rank 1 failed (exit code 124, did not exit): ") and "\n" not in line
         assert "Thread-1 (serve)" in line and exits.EXIT_TIMEOUT_ENV in line
     finally:

@@ -70,6 +70,36 @@ def test_torch_rank_prefix_dropped_last_error_line_kept_and_unfinished_line_flus
     assert err.last[3][0] == "ValueError: boom" and err.last[1][0] == "no newline yet"
 
 
+def test_a_ranks_control_characters_come_out_as_escapes_tabs_kept():
+    """A worker that writes terminal controls (set the title, clear the screen) to its stderr: the launcher's
+    rank-prefixed line and its last-line note carry them as escapes; a tab stays."""
+    r, w, err = _pipe_writer(keep_last=True)
+    err.write("rank-0 | \x1b]0;pwned\x07\x1b[2Jtab\there\r\n")
+    err.write("rank-0 | bidi \u202eevil\n")
+    err.write("launcher's own \x1b[31mline\n")
+    err.finish()
+    os.close(w)
+    lines = _read_all(r).splitlines()
+    assert lines == ["rank-0 | \\x1b]0;pwned\\x07\\x1b[2Jtab\there", "rank-0 | bidi \\u202eevil",
+                     "launcher's own \\x1b[31mline"]
+    assert err.last[0][0] == "bidi \\u202eevil"
+
+
+def test_the_root_cause_line_shows_the_ranks_text_escaped_and_bounded():
+    evil = "\x1b]0;pwned\x07\x1b[2J" + "A" * 5000
+    cause = launcher.root_cause({0: _failure(3)}, {0: (evil, 1.0)})
+    line = cause.line()
+    assert line.startswith("ddp-train-launch: rank 0 failed (exit code 3): \\x1b]0;pwned\\x07\\x1b[2JAAA")
+    assert "\x1b" not in line and "\x07" not in line and len(line) <= launcher.FAILURE_LINE_MAX
+    assert line.endswith("...")
+    # ddpctl still reads it: the rank, the code and the (escaped) text
+    rank, code, notes, text = executor.parse_launch_failure([line])
+    assert (rank, code, notes) == (0, 3, "") and text.startswith("\\x1b]0;pwned")
+    # torchrun's own record of the failure (no line seen from the rank) is foreign text too
+    from_record = launcher.root_cause({1: _failure(1, "Traceback...\nValueError: \x1b[2Jgone")}, {}).line()
+    assert from_record == "ddp-train-launch: rank 1 failed (exit code 1): ValueError: \\x1b[2Jgone"
+
+
 def test_a_closed_reader_does_not_break_the_launcher():
     r, w, out = _pipe_writer()
     os.close(r)

@@ -17,7 +17,7 @@ MAX_MODULE_LINES = 300  # a module past it becomes a package split along its rol
 # own subpackage and of the layers below its own, never a layer above nor another subpackage of its own layer.
 # The top layer is the entry points and the public shims at ddp_train's top level.
 DDP_TRAIN_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors",),  # the failure contract: exit codes, lost-peer texts
+    ("errors", "visible"),  # the failure contract: exit codes, lost-peer texts; foreign text made safe to print
     ("comm", "observe"),  # how gradients cross the link; logs, metrics, records, summary
     ("config",),  # flags -> RunConfig, their rules, the checkpoint interval, the run's decisions (RunPlan)
     ("data",),  # the input (reads the RunConfig)

@@ -58,7 +58,8 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
-from ddp_train.errors import EXIT_USAGE, TrainError
+from ddp_train.errors import env_number
+from ddp_train.visible import visible
 
 SLOW_LINK_GBPS = 25.0
 PROBE_BYTES = 32 << 20
@@ -205,13 +206,8 @@ def decide(*, compression: str, graph_reducer: str, bucket_mb: float | None, dev
     elif device.type != "cuda":
         why = "CPU ranks (gloo): link not measured, the fast-link defaults"
     elif auto and os.environ.get(LINK_ENV):
-        try:
-            busbw = float(os.environ[LINK_ENV])
-        except ValueError:
-            busbw = None
-        if busbw is None or not 0 < busbw < 1e6:  # NaN and infinity too
-            raise TrainError(f"{LINK_ENV}={os.environ[LINK_ENV][:40]!r} is not a positive number; set it to the "
-                             "link's busbw in GB/s (e.g. 4.5) or unset it to measure at start-up", EXIT_USAGE)
+        busbw = env_number(LINK_ENV, high=1e6, fix="set it to the link's busbw in GB/s (e.g. 4.5) or unset it to "
+                           "measure at start-up")
     elif auto:
         busbw = measure_link(device, world)
     compute_s = grad_params = None
@@ -237,7 +233,7 @@ def timed_compute(compute_probe: Callable[[], tuple[float, int]], device: torch.
         seconds, params = compute_probe()
     except Exception as exc:  # noqa: BLE001 - a prediction is not worth the run
         seconds, params = 0.0, None
-        failed = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}"
+        failed = f"{type(exc).__name__}: {visible((str(exc).strip().splitlines() or [''])[0], limit=160)}"
     t = torch.tensor([seconds, 1.0 if failed else 0.0], device=device, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     slowest_s, any_failed = t.tolist()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from dataclasses import dataclass
 
@@ -40,7 +41,7 @@ def parse_interval(text: str) -> CheckpointInterval:
         return CheckpointInterval()
     steps, seconds = 0, 0.0
     for part in t.split(","):
-        if part.isdigit():
+        if part.isdecimal():  # int() reads every decimal digit (isdigit() would take "²" too)
             if steps:
                 raise argparse.ArgumentTypeError(f"{text!r} gives the steps twice; write STEPS,DURATION")
             steps = int(part)
@@ -56,4 +57,6 @@ def parse_interval(text: str) -> CheckpointInterval:
         seconds = h * 3600 + mi * 60 + se
         if seconds <= 0:
             raise argparse.ArgumentTypeError(f"{text!r}: the time must be > 0")
+        if not math.isfinite(seconds):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: the time must be a finite duration")
     return CheckpointInterval(steps, seconds)

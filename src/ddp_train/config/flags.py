@@ -6,7 +6,19 @@ from __future__ import annotations
 import argparse
 
 from ddp_train.config.checkpoint_interval import parse_interval
-from ddp_train.errors import EXIT_USAGE, TrainError
+from ddp_train.config.flag_types import (
+    MAX_BUCKET_MB,
+    MAX_LR,
+    MAX_RANKS,
+    MAX_SEED,
+    WEEK_S,
+    non_negative,
+    non_negative_int,
+    positive,
+    ranged,
+    timeout_seconds,
+)
+from ddp_train.errors import EXIT_USAGE, TrainError, exit_codes_help
 
 WORKLOADS = ("toy", "mnist", "cifar10", "imagenet-synthetic")
 MODELS = ("toy-cnn", "mnist-cnn", "resnet18", "pyramidnet", "resnet50")
@@ -33,33 +45,8 @@ checkpoint interval (--checkpoint-interval): STEPS, DURATION or STEPS,DURATION (
 preemption: SIGTERM or SIGUSR1 -> all ranks stop at the same step boundary (agreed by a small all-reduce),
   save a checkpoint there (with --output-dir) and exit 143; run again with --resume auto to continue.
 
-exit codes: 0 ok, 2 bad arguments, 3 missing/corrupt data, 4 sync check failed, 5 checkpoint,
-  6 missing dependency, 1 internal error; 128 master unreachable, 129 lost peer / timeout,
-  143 stopped by SIGTERM/SIGUSR1 after its checkpoint (retryable: 128 and above).
 """
-
-
-def positive(kind):
-    def conv(text):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-        return v
-
-    return conv
-
-
-def non_negative_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return v
+EPILOG += exit_codes_help() + "\n"
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -81,13 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto", help="auto: nccl on GPU, gloo on CPU")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     g.add_argument("--init-method", default=None, help="tcp://HOST:PORT or file:///shared/path (default env://)")
-    g.add_argument("--rank", type=non_negative_int, default=None, help="this process's rank (manual launch)")
-    g.add_argument("--world-size", type=positive(int), default=None, help="number of processes (manual launch)")
-    g.add_argument("--local-rank", type=non_negative_int, default=None,
+    g.add_argument("--rank", type=non_negative(int, MAX_RANKS - 1), default=None,
+                   help="this process's rank (manual launch)")
+    g.add_argument("--world-size", type=positive(int, MAX_RANKS), default=None,
+                   help="number of processes (manual launch)")
+    g.add_argument("--local-rank", type=non_negative(int, MAX_RANKS - 1), default=None,
                    help="GPU index on this node (default: LOCAL_RANK, or rank modulo the GPU count)")
-    g.add_argument("--connect-timeout", type=positive(float), default=300.0,
+    g.add_argument("--connect-timeout", type=timeout_seconds, default=300.0,
                    help="seconds to wait for MASTER_ADDR:MASTER_PORT to open (default 300)")
-    g.add_argument("--pg-timeout", type=positive(float), default=600.0,
+    g.add_argument("--pg-timeout", type=timeout_seconds, default=600.0,
                    help="process-group (collective) timeout in seconds (default 600)")
 
     g = p.add_argument_group("workload and data")
@@ -112,15 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("optimisation")
     g.add_argument("--epochs", type=positive(int), default=None)
     g.add_argument("--batch-size", type=positive(int), default=None, help="per-rank (per-GPU) batch size")
-    g.add_argument("--lr", type=positive(float), default=None)
+    g.add_argument("--lr", type=positive(float, MAX_LR), default=None)
     g.add_argument("--scale-lr", action="store_true", help="linear LR scaling: lr x global_batch / --lr-base-batch")
     g.add_argument("--lr-base-batch", type=positive(int), default=256)
     g.add_argument("--lr-schedule", choices=("cosine", "constant"), default="cosine")
-    g.add_argument("--warmup-epochs", type=float, default=0.0, help="linear LR warm-up length in epochs")
+    g.add_argument("--warmup-epochs", type=non_negative(float, 1_000_000), default=0.0,
+                   help="linear LR warm-up length in epochs")
     g.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    g.add_argument("--momentum", type=float, default=0.9)
-    g.add_argument("--weight-decay", type=float, default=5e-4)
-    g.add_argument("--label-smoothing", type=float, default=0.0)
+    g.add_argument("--momentum", type=ranged(float, 0, 1, high_open=True), default=0.9,
+                   help="SGD momentum, in [0, 1) (Nesterov when > 0)")
+    g.add_argument("--weight-decay", type=non_negative(float), default=5e-4)
+    g.add_argument("--label-smoothing", type=ranged(float, 0, 1), default=0.0, help="in [0, 1]")
     g.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
                    help="autocast dtype (auto: bf16 on GPU, fp32 on CPU)")
     g.add_argument("--channels-last", dest="channels_last", action="store_true", default=None,
@@ -157,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "buckets of --bucket-mb, each all-reduced as soon as the backward has produced its gradients "
                    "(overlapping the rest of the backward); ddp: DistributedDataParallel built on a side stream with "
                    "static_graph=True, captured with its bucket hooks")
-    g.add_argument("--bucket-mb", type=positive(float), default=None,
+    g.add_argument("--bucket-mb", type=positive(float, MAX_BUCKET_MB), default=None,
                    help="gradient bucket size in MB (MiB) of eager DDP and --graph-reducer bucketed (default: 25, "
                    "DDP's bucket_cap_mb; on a slow link measured at start-up, buckets that take ~4 ms on it, "
                    "4 to 25 MB)")
@@ -178,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--static-graph", action="store_true",
                    help="DDP static_graph=True (the model's autograd graph is the same every step)")
     g.add_argument("--sync-bn", action="store_true", help="SyncBatchNorm across ranks (BN stats must then match)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=non_negative(int, MAX_SEED), default=0, help=f"0 to {MAX_SEED}")
     g.add_argument("--deterministic", action="store_true",
                    help="deterministic algorithms; a stopped and resumed run ends bit-identical to an uninterrupted one")
     g.add_argument("--max-steps", type=positive(int), default=None,
@@ -223,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--debug-exit-step", type=int, default=1, help=argparse.SUPPRESS)
     # Test hooks: each rank appends the sample indices of every step to DIR/samples-rank<R>.txt; sleep per step.
     g.add_argument("--debug-sample-log", default=None, help=argparse.SUPPRESS)
-    g.add_argument("--debug-step-sleep", type=float, default=0.0, help=argparse.SUPPRESS)
+    g.add_argument("--debug-step-sleep", type=non_negative(float, WEEK_S), default=0.0, help=argparse.SUPPRESS)
     # Diagnosis hook, hidden: graph mode's flat reducer runs no collective (ranks drift; step-time breakdown only)
     g.add_argument("--debug-skip-grad-sync", action="store_true", help=argparse.SUPPRESS)
     # Test hook, hidden: graph mode's reducer (--graph-reducer flat|bucketed) in eager steps too, so the training

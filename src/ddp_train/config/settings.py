@@ -77,8 +77,6 @@ def parse_args(argv) -> RunConfig:
             raise TrainError("--compile-scope blocks does not work with --strategy dp (DataParallel's replicas "
                              "would run the original blocks' compiled code); use --strategy ddp or "
                              "--compile-scope model", EXIT_USAGE)
-    if args.warmup_epochs < 0:
-        raise TrainError("--warmup-epochs must be >= 0", EXIT_USAGE)
     if args.tensorboard:  # every rank, before the process group: all stop alike, none sees a lost peer
         from ddp_train.observe.tensorboard import require
 

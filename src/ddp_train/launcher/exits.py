@@ -8,11 +8,11 @@ from the end of a program to the exit of its process.
 - :class:`ExitWatch`: each wrapped worker notes the end of its program in a directory of the launcher's; a
   process still alive :data:`EXIT_TIMEOUT_ENV` seconds (default :data:`DEFAULT_EXIT_TIMEOUT`) later (a thread
   or an exit handler that never returns, a teardown that waits on a peer forever) is killed, and the launcher
-  reports that rank as :data:`EXIT_HUNG` with one line saying so. It also keeps each program's exit code by
-  process id, with the time its program ended (:attr:`ExitWatch.programs_ended`): a rank whose program failed and
-  which the agent then stopped with SIGTERM (a peer that lost the connection exited first) is reported with its
-  program's code, not as stopped (a note older than the exit bound before the failure, a reused process id of an
-  earlier restart, is not taken).
+  reports that rank as :data:`ddp_train.errors.EXIT_HUNG` with one line saying so. It also keeps each program's
+  exit code by process id, with the time its program ended (:attr:`ExitWatch.programs_ended`): a rank whose
+  program failed and which the agent then stopped with SIGTERM (a peer that lost the connection exited first) is
+  reported with its program's code, not as stopped (a note older than the exit bound before the failure, a reused
+  process id of an earlier restart, is not taken).
 """
 
 from __future__ import annotations
@@ -28,13 +28,15 @@ import threading
 import time
 from pathlib import Path
 
+from ddp_train.errors import env_number
 from ddp_train.launcher.worker import ENDED_DIR_ENV
+from ddp_train.visible import visible
 
 WORKER_MODULE = "ddp_train.launcher.worker"
 WORKER_SWITCH_ENV = "DDP_TRAIN_LAUNCH_WORKER"  # "off": run the command exactly as given
 EXIT_TIMEOUT_ENV = "DDP_TRAIN_EXIT_TIMEOUT"  # seconds from the end of a program to its process's exit
 DEFAULT_EXIT_TIMEOUT = 300.0  # torchrun's own exit barrier waits as long for the other nodes
-EXIT_HUNG = 124  # a rank whose program ended but whose process did not exit (timeout(1)'s code): not retryable
+MAX_EXIT_TIMEOUT = 7 * 24 * 3600.0  # a week
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 # CPython's options that take a value as the next word; every other one takes none
@@ -101,12 +103,11 @@ def wrap_command(argv: list[str]) -> list[str]:
 
 
 def exit_timeout() -> float:
-    raw = os.environ.get(EXIT_TIMEOUT_ENV, "")
-    try:
-        value = float(raw) if raw else DEFAULT_EXIT_TIMEOUT
-    except ValueError:
-        value = DEFAULT_EXIT_TIMEOUT
-    return value if value > 0 else DEFAULT_EXIT_TIMEOUT
+    """:data:`EXIT_TIMEOUT_ENV` in seconds (up to a week), :data:`DEFAULT_EXIT_TIMEOUT` when unset; a value that is
+    not one raises a usage error (``TrainError``)."""
+    value = env_number(EXIT_TIMEOUT_ENV, high=MAX_EXIT_TIMEOUT, fix=f"set it to the seconds a worker may take to "
+                       f"exit after its program ended (default {DEFAULT_EXIT_TIMEOUT:g}) or unset it")
+    return DEFAULT_EXIT_TIMEOUT if value is None else value
 
 
 def _start_time(pid: int) -> str | None:
@@ -157,7 +158,7 @@ class ExitWatch:
             try:
                 note = json.loads(path.read_text()[:4096])
                 pid, rank, ended = int(note["pid"]), (-1 if note["rank"] is None else int(note["rank"])), float(note["ended"])
-                threads = [str(t)[:60] for t in note.get("threads", [])][:8]
+                threads = [visible(t, limit=60) for t in note.get("threads", [])[:8]]
                 code = int(note.get("code", 0)) & 0xFF
             except (OSError, ValueError, KeyError, TypeError):
                 continue
@@ -180,7 +181,8 @@ class ExitWatch:
             try:
                 self.check()
             except Exception as exc:  # noqa: BLE001 - the watch must never take the launcher down, nor fail unsaid
-                print(f"ddp-train-launch: warning: the exit watch stopped ({type(exc).__name__}: {str(exc)[:200]}); "
+                print(f"ddp-train-launch: warning: the exit watch stopped ({type(exc).__name__}: "
+                      f"{visible(exc, limit=200)}); "
                       f"a worker that does not exit after its program ends is no longer bounded by "
                       f"{EXIT_TIMEOUT_ENV}", file=sys.stderr, flush=True)
                 return

@@ -9,6 +9,8 @@ import re
 import threading
 import time
 
+from ddp_train.visible import visible
+
 PREFIX_TEMPLATE = "rank-${rank} | "  # torchrun substitutes the worker's global rank
 HEADER = re.compile(r"rank-(\d+) \| ")
 MAX_PARTIAL = 64 * 1024  # a line without newline longer than this is written out anyway
@@ -80,7 +82,9 @@ class RankLines(io.TextIOBase):
             self._pending.clear()
 
     def _emit(self, rank: int | None, line: str) -> None:
-        line = line.rstrip("\r")
+        # a worker's text (and anything the agent logs of it) reaches a terminal: its control characters as
+        # escapes, tabs kept (ddp_train.visible); the line's own prefix and newline are the only raw parts
+        line = visible(line.rstrip("\r"), tab=True)
         if rank is not None:
             own = f"[rank{rank}]: "
             if line.startswith(own):

@@ -36,14 +36,18 @@ from dataclasses import dataclass
 
 from ddp_train.errors import (
     AGENT_NETWORK_ERRORS,
+    EXIT_HUNG,
     EXIT_MASTER_UNREACHABLE,
     LOST_PEER_CODES,
     LOST_PEER_TEXT,
+    TrainError,
     looks_like_lost_peer,
 )
-from ddp_train.launcher.exits import EXIT_HUNG, TORCHRUN_NO_VALUE, ExitWatch, wrap_command
+from ddp_train.launcher.exits import TORCHRUN_NO_VALUE, ExitWatch, exit_timeout, wrap_command
 from ddp_train.launcher.rank_lines import PREFIX_TEMPLATE, CppTraceFilter, RankLines
+from ddp_train.visible import visible
 
+FAILURE_LINE_MAX = 400  # characters of the root-cause line (the rank's last error line is cut to fit)
 FAILURE_LINE = re.compile(r"^ddp-train-launch: rank (\d+) failed \(exit code (\d+)([^)]*)\)(?:: (.*))?$")
 
 def failure_exit_code(exitcode: int) -> int:
@@ -86,8 +90,10 @@ class RankFailure:
         if self.lost_peer:
             notes.append(LOST_PEER_TEXT)
         extra = "".join(f", {n}" for n in notes)
-        return (f"ddp-train-launch: rank {self.rank} failed (exit code {self.exit_code}{extra}): "
-                f"{self.last_line or '(no error output)'}")
+        head = f"ddp-train-launch: rank {self.rank} failed (exit code {self.exit_code}{extra}): "
+        # the rank's own text: control characters as escapes, the whole line at most FAILURE_LINE_MAX long
+        said = visible(self.last_line or "(no error output)", tab=True, limit=max(40, FAILURE_LINE_MAX - len(head)))
+        return head + said
 
 
 def root_cause(failures: dict, last: dict[int, tuple[str, float]], hung: dict | None = None,
@@ -183,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
 
         torchrun_main(args)
         return 0
+    try:
+        bound = exit_timeout()  # before anything is set up: a bad value leaves nothing behind
+    except TrainError as exc:
+        print(f"ddp-train-launch: error: {exc}", file=sys.stderr, flush=True)
+        return exc.code
     args = wrap_command(_with_tee(args))  # a Python worker ends its process group before teardown (worker.py)
     from ddp_train.runtime.threads import apply_for_launch
 
@@ -198,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = out, err  # before torch is imported: its log handlers write here
     cpp = CppTraceFilter(err, real_stderr)
     code = 0
-    watch = ExitWatch().start()  # bounds the time from the end of a worker's program to its exit (exits.py)
+    watch = ExitWatch(bound).start()  # bounds the time from the end of a worker's program to its exit (exits.py)
     final = ""  # the one closing line, written after c10d's fd-2 messages are drained (they come first)
     try:
         from ddp_train.runtime.startup import import_modules

@@ -103,7 +103,9 @@ def close_process_group() -> bool:
             return False
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 - a peer already gone: nothing left to end in order
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        from ddp_train.visible import visible  # here: the program's own run imports nothing of ddp_train
+
+        first = visible((str(exc).strip().splitlines() or [""])[0], limit=200)
         print(f"ddp-train-launch: ending the process group the program left open failed "
               f"({type(exc).__name__}: {first})", file=sys.stderr, flush=True)
         return False

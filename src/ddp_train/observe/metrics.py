@@ -9,6 +9,8 @@ import time
 
 import torch
 
+from ddp_train.visible import visible
+
 
 class EpochBar:
     """The epoch's progress bar on stderr (rank 0, terminal only; no dependency)."""
@@ -62,7 +64,8 @@ class MetricsFile:
             try:
                 self.f.write(json.dumps({"event": event, "time": round(time.time(), 3), **fields}) + "\n")
             except OSError as exc:  # a full disk: the metrics stop, the run goes on (a checkpoint write says it)
-                print(f"ddp-train: warning: cannot write the metrics file {self.f.name} ({exc.strerror or exc}); "
+                print(f"ddp-train: warning: cannot write the metrics file {visible(self.f.name, limit=300)} "
+                      f"({visible(exc.strerror or exc, limit=200)}); "
                       "no more metrics lines are written", file=sys.stderr)
                 self._drop()
 

@@ -13,6 +13,7 @@ from ddp_train.config.run_config import RunConfig
 from ddp_train.config.run_plan import strategy_for
 from ddp_train.runtime import threads as threads_mod
 from ddp_train.runtime.distributed import detect, init, pick_device, resolve_backend
+from ddp_train.visible import visible
 
 
 class Runtime:
@@ -51,7 +52,7 @@ class Runtime:
 
     def warn(self, msg):
         if self.is0:
-            print(f"ddp-train: warning: {msg}", file=sys.stderr, flush=True)
+            print(f"ddp-train: warning: {visible(msg)}", file=sys.stderr, flush=True)
 
     def sync_device(self):
         if self.cuda:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import signal
+from pathlib import Path
 
+from ddp_train.config.flags import build_parser
 from ddp_train.errors import (
+    EXIT_CODES,
     EXIT_LOST_PEER,
     EXIT_PREEMPTED,
     EXIT_USAGE,
@@ -34,3 +38,29 @@ def test_classify_retryable_errors():
     assert classify(RuntimeError("[gloo] Connection closed by peer [127.0.0.1]:1234")) == EXIT_LOST_PEER
     assert classify(ConnectionResetError()) == EXIT_LOST_PEER
     assert classify(ValueError("bug")) == 1
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "ddp-train.md"
+
+
+def documented_exit_codes() -> dict[int, str]:
+    """docs/ddp-train.md's "Exit codes" table: code -> its "retry?" cell (yes, no or empty)."""
+    section = DOCS.read_text(encoding="utf-8").split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \|.*\| *(yes|no|) *\|$", section, re.MULTILINE)
+    return {int(code): retry for code, retry in rows}
+
+
+def test_the_docs_table_lists_every_exit_code_and_whether_to_retry():
+    documented = documented_exit_codes()
+    assert len(documented) > 10
+    assert documented == {code: {True: "yes", False: "no", None: ""}[again] for code, _, again in EXIT_CODES}
+
+
+def test_every_exit_code_is_in_help_and_retryable_means_128_and_above():
+    epilog = " ".join(build_parser().epilog.split())
+    listed = epilog.split("exit codes: ", 1)[1]
+    for code, meaning, again in EXIT_CODES:
+        assert f"{code} {' '.join(meaning.split())}" in listed
+        if again is not None:
+            assert again == (code >= RETRYABLE_MIN), code
+    assert "retryable: 128, 129, 143." in listed
