@@ -9,7 +9,6 @@ import re
 import threading
 import time
 
-from ddp_train.visible import visible
 
 PREFIX_TEMPLATE = "rank-${rank} | "  # torchrun substitutes the worker's global rank
 HEADER = re.compile(r"rank-(\d+) \| ")
@@ -82,9 +81,10 @@ class RankLines(io.TextIOBase):
             self._pending.clear()
 
     def _emit(self, rank: int | None, line: str) -> None:
-        # a worker's text (and anything the agent logs of it) reaches a terminal: its control characters as
-        # escapes, tabs kept (ddp_train.visible); the line's own prefix and newline are the only raw parts
-        line = visible(line.rstrip("\r"), tab=True)
+        # a worker's lines pass as the worker wrote them (its colours, a progress bar's carriage returns): they
+        # are the job's own output; whoever shows them to a terminal escapes them (ddpctl does), and the
+        # launcher's own diagnostics that quote them (the root-cause line) escape what they quote
+        line = line.rstrip("\r")
         if rank is not None:
             own = f"[rank{rank}]: "
             if line.startswith(own):
