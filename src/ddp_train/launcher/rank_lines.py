@@ -9,7 +9,6 @@ import re
 import threading
 import time
 
-
 PREFIX_TEMPLATE = "rank-${rank} | "  # torchrun substitutes the worker's global rank
 HEADER = re.compile(r"rank-(\d+) \| ")
 MAX_PARTIAL = 64 * 1024  # a line without newline longer than this is written out anyway
