@@ -9,6 +9,7 @@ import sys
 import traceback
 
 from ddp_train.errors import (
+    EXIT_CHECKPOINT,
     EXIT_INTERNAL,
     EXIT_OK,
     EXIT_SYNC,
@@ -20,6 +21,7 @@ from ddp_train.errors import (
     classify,
     is_nccl_refusal,
 )
+from ddp_train.observe.visible_text import bounded, visible
 
 COMPARE_EPILOG = """\
 example:
@@ -42,20 +44,27 @@ def compare_main(argv) -> int:
     from ddp_train.checkpoint import storage as checkpoint
     from ddp_train.comm import sync
 
-    ca, cb = checkpoint.load(args.a), checkpoint.load(args.b)
+    fix = "pass two checkpoint files written by ddp-train (ckpt-<step>.pt, each with its .json sidecar)"
+    ca, cb = checkpoint.load(args.a, fix=fix), checkpoint.load(args.b, fix=fix)
     res = sync.compare_state_dicts(ca["model"], cb["model"], args.atol)
     if args.all:
         for key in ("step", "epoch", "step_in_epoch"):
             if ca[key] != cb[key]:
                 res["differ"].append(key)
                 res["identical_or_within_atol"] = False
-        oa, ob = ca["optimizer"]["state"], cb["optimizer"]["state"]
-        for k in sorted(set(oa) | set(ob)):
-            sa, sb = oa.get(k, {}), ob.get(k, {})
-            r = sync.compare_state_dicts(sa, sb, args.atol)
-            if not r["identical_or_within_atol"]:
-                res["differ"].append(f"optimizer.state.{k}")
-                res["identical_or_within_atol"] = False
+        oa, ob = ca["optimizer"].get("state", {}), cb["optimizer"].get("state", {})
+        try:
+            for k in sorted(set(oa) | set(ob), key=str):
+                r = sync.compare_state_dicts(oa.get(k, {}), ob.get(k, {}), args.atol)
+                if not r["identical_or_within_atol"]:
+                    res["differ"].append(f"optimizer.state.{k}")
+                    res["identical_or_within_atol"] = False
+        except Exception as exc:  # noqa: BLE001 - an optimizer state of another layout (a hostile file)
+            raise TrainError(f"the optimizer states of {bounded(args.a, 300)} and {bounded(args.b, 300)} cannot be "
+                             f"compared ({type(exc).__name__}: {bounded(exc, 120)}); compare without --all",
+                             EXIT_CHECKPOINT) from None
+    for key in ("differ", "shape_or_dtype", "only_in_a", "only_in_b"):  # names from the files: each one bounded
+        res[key] = [bounded(name) for name in res[key]]
     for line in res["differ"][:50]:
         print(f"differs: {line}", file=sys.stderr)
     for line in res["shape_or_dtype"][:50]:
@@ -100,10 +109,10 @@ def main(argv=None) -> int:
         # interpreter finalisation can abort ("terminate called without an active exception").
         return _exit(code, distributed)
     except Preempted as exc:
-        print(f"ddp-train: stopped: {exc}", file=sys.stderr)
+        print(f"ddp-train: stopped: {visible(exc)}", file=sys.stderr)
         return _exit(exc.code, distributed)
     except TrainError as exc:
-        print(f"ddp-train: error: {exc}", file=sys.stderr)
+        print(f"ddp-train: error: {visible(exc)}", file=sys.stderr)
         return _exit(exc.code, distributed)
     except KeyboardInterrupt:
         print("ddp-train: interrupted", file=sys.stderr)
@@ -112,7 +121,7 @@ def main(argv=None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except BaseException as exc:  # noqa: BLE001 - map everything else to an exit code
         code = classify(exc)
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        first = visible((str(exc).strip().splitlines() or [""])[0][:300])
         if is_nccl_refusal(exc):
             print(f"ddp-train: error: NCCL refused this run's settings ({type(exc).__name__}: {first}); check the "
                   f"NCCL_* environment variables (NCCL_ALGO, NCCL_PROTO, ...) against this topology; not retryable "
