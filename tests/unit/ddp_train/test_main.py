@@ -1,10 +1,11 @@
-"""ddp_train.__main__: the entry point: bad arguments and unwritable output (exit 2, one line), a missing or
-directory checkpoint (exit 5, named as such), compare's errors and its foreign names escaped, --help, and the
-summary as the last stdout line."""
+"""ddp_train.__main__: the entry point: bad arguments and unusable output paths (exit 2, one line, before anything
+is created), a missing or directory checkpoint (exit 5, named as such), compare's errors and its foreign names
+escaped, --help, and the summary as the last stdout line."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -49,7 +50,26 @@ def test_unwritable_output_exits_2_one_line(tmp_path, capsys, flag):
     target = blocker / "out" / ("metrics.jsonl" if flag == "--metrics-file" else "")
     assert main(TINY + [flag, str(target)]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err and "cannot write the metrics file" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{flag} {target} cannot be created: {blocker} is a file, not a directory" in err
+
+
+@pytest.mark.parametrize("flag", ["--output-dir", "--tensorboard", "--profile-dir"])
+def test_an_output_directory_that_is_a_file_is_refused_before_anything_is_created(tmp_path, capsys, flag):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    out = tmp_path / "od"
+    extra = [] if flag == "--output-dir" else ["--output-dir", str(out), "--metrics-file", str(tmp_path / "m.jsonl")]
+    assert main(TINY + extra + [flag, str(blocker), "--profile-steps", "2"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == f"ddp-train: error: {flag} {blocker} is a file, not a directory; pass a directory this process " \
+                  "can write (or create)\n"
+    assert sorted(os.listdir(tmp_path)) == ["afile"]  # no metrics file, no output directory, nothing trained
+
+
+def test_a_metrics_file_that_is_a_directory_is_refused(tmp_path, capsys):
+    assert main(TINY + ["--metrics-file", str(tmp_path)]) == EXIT_USAGE
+    assert "is a directory, not a file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name,why", [("nonexist.pt", "no such file"), ("", "it is a directory")])
