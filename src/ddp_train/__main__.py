@@ -9,6 +9,7 @@ import sys
 import traceback
 
 from ddp_train.errors import (
+    EXIT_CHECKPOINT,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -21,7 +22,7 @@ from ddp_train.errors import (
     classify,
     is_nccl_refusal,
 )
-from ddp_train.visible import visible
+from ddp_train.visible import bounded, visible
 
 COMPARE_EPILOG = """\
 example:
@@ -46,20 +47,27 @@ def compare_main(argv) -> int:
     from ddp_train.checkpoint import storage as checkpoint
     from ddp_train.comm import sync
 
-    ca, cb = checkpoint.load(args.a), checkpoint.load(args.b)
+    fix = "pass two checkpoint files written by ddp-train (ckpt-<step>.pt, each with its .json sidecar)"
+    ca, cb = checkpoint.load(args.a, fix=fix), checkpoint.load(args.b, fix=fix)
     res = sync.compare_state_dicts(ca["model"], cb["model"], args.atol)
     if args.all:
         for key in ("step", "epoch", "step_in_epoch"):
             if ca[key] != cb[key]:
                 res["differ"].append(key)
                 res["identical_or_within_atol"] = False
-        oa, ob = ca["optimizer"]["state"], cb["optimizer"]["state"]
-        for k in sorted(set(oa) | set(ob)):
-            sa, sb = oa.get(k, {}), ob.get(k, {})
-            r = sync.compare_state_dicts(sa, sb, args.atol)
-            if not r["identical_or_within_atol"]:
-                res["differ"].append(f"optimizer.state.{k}")
-                res["identical_or_within_atol"] = False
+        oa, ob = ca["optimizer"].get("state", {}), cb["optimizer"].get("state", {})
+        try:
+            for k in sorted(set(oa) | set(ob), key=str):
+                r = sync.compare_state_dicts(oa.get(k, {}), ob.get(k, {}), args.atol)
+                if not r["identical_or_within_atol"]:
+                    res["differ"].append(f"optimizer.state.{k}")
+                    res["identical_or_within_atol"] = False
+        except Exception as exc:  # noqa: BLE001 - an optimizer state of another layout (a hostile file)
+            raise TrainError(f"the optimizer states of {bounded(args.a, 300)} and {bounded(args.b, 300)} cannot be "
+                             f"compared ({type(exc).__name__}: {bounded(exc, 120)}); compare without --all",
+                             EXIT_CHECKPOINT) from None
+    for key in ("differ", "shape_or_dtype", "only_in_a", "only_in_b"):  # names from the files: each one bounded
+        res[key] = [bounded(name) for name in res[key]]
     for line in res["differ"][:50]:
         print(f"differs: {visible(line, limit=300)}", file=sys.stderr)
     for line in res["shape_or_dtype"][:50]:

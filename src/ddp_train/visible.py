@@ -45,3 +45,15 @@ def visible(text: object, *, tab: bool = False, limit: int | None = None) -> str
         out.append(piece)
         used += len(piece)
     return "".join(out) + MORE
+
+
+LIMIT = 200  # characters of foreign text kept in one error line by bounded()
+
+
+def bounded(text: object, limit: int = LIMIT) -> str:
+    """:func:`visible` of ``text`` cut to ``limit`` characters of the original, saying how many more there were
+    (for error lines that quote a file: a pickle's names, a checkpoint's keys, a path)."""
+    s = text if isinstance(text, str) else str(text)
+    if len(s) <= limit:
+        return visible(s)
+    return f"{visible(s[:limit])}... ({len(s) - limit} more characters)"

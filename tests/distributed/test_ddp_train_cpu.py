@@ -149,6 +149,16 @@ def test_stop_and_resume_is_bit_identical(tmp_path):
     assert run(["compare", str(a), str(part / "ckpt-00000005.pt")]).returncode == 4
 
 
+def test_a_checkpoint_that_does_not_fit_stops_every_rank_with_the_same_line(tmp_path):
+    """Rank 0 reads the checkpoint; what makes it unusable reaches every rank, which exits 5 (no lost peer)."""
+    ok(run(TOY + ["--strategy", "single", "--epochs", "1", "--output-dir", str(tmp_path)]))
+    for bad in (["--optimizer", "adamw"], ["--resume", str(tmp_path / "nope.pt")]):
+        procs = manual(2, f"tcp://127.0.0.1:{free_port()}", TOY + ["--output-dir", str(tmp_path), "--resume", "auto", *bad])
+        lines = [p.stderr.strip().splitlines()[-1] for p in procs]
+        assert [p.returncode for p in procs] == [5, 5], lines
+        assert lines[0] == lines[1] and ("saved with --optimizer sgd" in lines[0] or "no such file" in lines[0])
+
+
 def test_killed_save_leaves_previous_checkpoint_loadable(tmp_path):
     args = TOY + ["--strategy", "single", "--epochs", "1", "--checkpoint-every", "4", "--output-dir", str(tmp_path)]
     p = run(args, DDP_TRAIN_TEST_KILL_IN_SAVE="2")  # SIGKILL halfway through writing the 2nd checkpoint

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ddp_train.config import output_paths
 from ddp_train.config.checkpoint_interval import CheckpointInterval
 from ddp_train.config.flags import COMPILE_UNIT_MODELS, build_parser
 from ddp_train.config.run_config import RunConfig, from_namespace
@@ -77,6 +78,7 @@ def parse_args(argv) -> RunConfig:
             raise TrainError("--compile-scope blocks does not work with --strategy dp (DataParallel's replicas "
                              "would run the original blocks' compiled code); use --strategy ddp or "
                              "--compile-scope model", EXIT_USAGE)
+    output_paths.check(args)  # every rank, before anything is created or trained (and before the process group)
     if args.tensorboard:  # every rank, before the process group: all stop alike, none sees a lost peer
         from ddp_train.observe.tensorboard import require
 

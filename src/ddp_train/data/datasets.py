@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from ddp_train.config.run_config import RunConfig
 from ddp_train.data.position import steps_per_epoch
 from ddp_train.errors import EXIT_DATA, EXIT_USAGE, TrainError
+from ddp_train.visible import bounded
 
 NORMALIZATION = {
     "toy": ((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
@@ -113,7 +114,7 @@ class _CifarUnpickler(pickle.Unpickler):
             import codecs
 
             return codecs.encode
-        raise pickle.UnpicklingError(f"unexpected object {module}.{name}")
+        raise pickle.UnpicklingError(f"unexpected object {bounded(module)}.{bounded(name)}")
 
 
 def _cifar_batch(path):
@@ -135,7 +136,8 @@ def _cifar_batch(path):
     except FileNotFoundError:
         raise
     except Exception as exc:
-        raise TrainError(f"corrupt CIFAR-10 batch {path}: {exc}; re-extract cifar-10-python.tar.gz into --data-dir",
+        raise TrainError(f"corrupt CIFAR-10 batch {path}: {bounded(exc, 400)}; re-extract cifar-10-python.tar.gz "
+                         "into --data-dir",
                          EXIT_DATA) from None
 
 
@@ -176,7 +178,8 @@ def _read_maybe_gz(path):
                     raw = f.read()
                 return p, (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
-                raise TrainError(f"corrupt MNIST file {p}: {exc}; re-download it into --data-dir", EXIT_DATA) from None
+                raise TrainError(f"corrupt MNIST file {p}: {bounded(exc)}; re-download it into --data-dir",
+                                 EXIT_DATA) from None
     raise TrainError(f"missing MNIST file {path}[.gz]; put the idx files in --data-dir (ddp-train never downloads)",
                      EXIT_DATA)
 

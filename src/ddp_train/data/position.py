@@ -85,6 +85,26 @@ class Resumed:
         return self.changed and self.position.step_in_epoch > 0
 
 
+def data_misfit(state: dict, length: int) -> str | None:
+    """Why a checkpoint's position does not belong to a training set of ``length`` samples (it was saved on another
+    one: its epochs and schedule would not fit), or None. Older checkpoints, which do not record the set's size,
+    are judged by what their position implies of it."""
+    cfg = state["config"]
+    saved = cfg.get("train_samples")
+    if saved is not None:
+        return None if saved == length else f"it was saved with {saved} training samples, this run has {length}"
+    sample = state.get("epoch_sample")
+    if sample is not None and sample > length:
+        return f"its epoch stands at sample {sample}, past this run's {length} training samples"
+    ck_world, ck_batch, ck_steps = cfg.get("world_size"), cfg.get("per_rank_batch"), state.get("epoch_steps")
+    if ck_world and ck_batch and ck_steps is not None and not state.get("segment"):
+        here = steps_per_epoch(length, ck_world, ck_batch)
+        if ck_steps != here:
+            return (f"its epochs have {ck_steps} steps of {ck_world} x {ck_batch} samples, this run's {length} "
+                    f"training samples give {here}")
+    return None
+
+
 def resume_position(state: dict, *, world: int, per_rank_batch: int, length: int, epochs: int,
                     lr_warmup_epochs: float) -> Resumed:
     """Where a run continues from a checkpoint's ``state`` on ``world`` ranks of ``per_rank_batch`` each.

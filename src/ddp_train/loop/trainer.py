@@ -18,6 +18,7 @@ from ddp_train.config.run_config import RunConfig
 from ddp_train.config.settings import WORKLOAD_DEFAULTS
 from ddp_train.data import inputs
 from ddp_train.data.position import Position, run_length
+from ddp_train.errors import EXIT_INTERNAL, TrainError
 from ddp_train.loop import faults, preempt
 from ddp_train.loop.evaluation import Checks
 from ddp_train.loop.step_runner import StepRunner
@@ -71,7 +72,7 @@ class Trainer:
         self.resumed_from, self.pos = checkpoint_state.resume(
             a, rt, p, per_rank_batch=self.per_rank_batch, length=inp.train_split.length) if a.resume else (None, Position())
         self.epoch_steps = inp.loader.epoch_steps(self.pos.segment)
-        if self.pos.segment is not None:  # this epoch is shorter or longer than the others now
+        if self.resumed_from:  # from where it stands: another world size or batch changes the epochs' steps
             self.stop_at = run_length(self.pos, epoch_steps=self.epoch_steps, steps_per_epoch=self.steps_per_epoch,
                                       epochs=a.epochs, max_steps=a.max_steps)[1]
         self.control = preempt.StopControl(distributed=rt.multi, rank=rt.rank,
@@ -108,7 +109,7 @@ class Trainer:
             return None
         path = checkpoint_state.save(self.config, self.rt, self.p, self.pos, tag, metrics=self.metrics,
                                      per_rank_batch=self.per_rank_batch, epoch_steps=self.epoch_steps,
-                                     steps_per_epoch=self.steps_per_epoch)
+                                     steps_per_epoch=self.steps_per_epoch, train_samples=self.inputs.train_split.length)
         self.control.saved()
         return path
 
@@ -156,6 +157,9 @@ class Trainer:
                 self._saved(pos.global_step)
             timer.resume(pos.global_step)
         timer.pause()
+        if outcome.sync is None and pos.epoch < a.epochs and not (a.max_steps and pos.global_step >= a.max_steps):
+            raise TrainError(f"the run stopped at step {pos.global_step}, in epoch {pos.epoch + 1} of {a.epochs}, "
+                             "before its end (a bug: please report it)", EXIT_INTERNAL)  # never exit 0 for it
         if self.prof.prof is not None:  # the run ended inside the profiled steps
             self.prof.write(pos.global_step)
         self.control.drain()

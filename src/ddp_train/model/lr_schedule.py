@@ -74,8 +74,20 @@ class Schedule:
 
     def load_state_dict(self, state: dict, *, samples_done: int, plan: dict) -> None:
         """A checkpoint's ``scheduler`` entry (the groups' ``lr`` comes with the optimizer's state), its samples
-        done and its plan."""
+        done and its plan. An entry of another layout or length than this optimizer's groups is a ValueError."""
+        n = len(self.groups)
+        for key in ("base_lrs", "_last_lr"):
+            v = state.get(key)
+            if not (isinstance(v, list) and len(v) == n and all(_is_number(x) for x in v)):
+                raise ValueError(f"its {key} is not a list of {n} learning rate(s)")
+        for key in ("last_epoch", "_step_count"):
+            if not (isinstance(state.get(key), int) and not isinstance(state.get(key), bool)):
+                raise ValueError(f"its {key} is not an integer")
         self.base_lrs = list(state["base_lrs"])
         self.last_epoch, self.step_count = state["last_epoch"], state["_step_count"]
         self.last_lrs = list(state["_last_lr"])
         self.samples_done, self.plan = samples_done, dict(plan)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

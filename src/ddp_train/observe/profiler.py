@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import sys
 
 import torch
 
@@ -40,12 +41,13 @@ class StepProfiler:
         """After a step: once the last profiled step is done, write the files off ``timer``'s clock."""
         if self.due(steps_done):
             timer.pause()
-            self.write()
-            say(f"ddp-train: profile of {self.recorded} steps written to {self.out_dir}")
+            if self.write():
+                say(f"ddp-train: profile of {self.recorded} steps written to {self.out_dir}")
             timer.resume(steps_done)
 
     def write(self, steps_done=None):
-        """Stop recording and write this rank's files (``steps_done``: where a run that ended early stopped)."""
+        """Stop recording and write this rank's files (``steps_done``: where a run that ended early stopped); False
+        (after one warning line) when they could not be written."""
         if steps_done is not None:
             self.end = steps_done
         if self.device.type == "cuda":
@@ -53,13 +55,21 @@ class StepProfiler:
         self.prof.__exit__(None, None, None)
         prof, self.prof = self.prof, None
         self.recorded = self.end - self.start
-        os.makedirs(self.out_dir, exist_ok=True)
         raw = os.path.join(self.out_dir, f"trace-rank{self.rank}.json")
-        prof.export_chrome_trace(raw)
-        with open(raw, "rb") as src, gzip.open(raw + ".gz", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.remove(raw)
-        sort = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
-        with open(os.path.join(self.out_dir, f"kernels-rank{self.rank}.txt"), "w") as f:
-            f.write(f"{self.recorded} steps (global steps {self.start + 1}-{self.end})\n")
-            f.write(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
+        try:
+            os.makedirs(self.out_dir, exist_ok=True)
+            prof.export_chrome_trace(raw)
+            with open(raw, "rb") as src, gzip.open(raw + ".gz", "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            os.remove(raw)
+            sort = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
+            with open(os.path.join(self.out_dir, f"kernels-rank{self.rank}.txt"), "w") as f:
+                f.write(f"{self.recorded} steps (global steps {self.start + 1}-{self.end})\n")
+                f.write(prof.key_averages().table(sort_by=sort, row_limit=40) + "\n")
+        except OSError as exc:  # checked at the start (config.output_paths); a disk that filled since: the run goes on
+            if os.path.exists(raw):
+                os.remove(raw)
+            print(f"ddp-train: warning: cannot write the profile to {self.out_dir} ({exc.strerror or exc}); the run "
+                  "goes on without it", file=sys.stderr, flush=True)
+            return False
+        return True

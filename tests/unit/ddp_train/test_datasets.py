@@ -103,3 +103,16 @@ def test_missing_or_corrupt_data_exits_3_with_one_line(tmp_path, capsys, case):
     expect = {"missing-dir": "does not exist", "missing-file": "missing CIFAR-10 file", "corrupt-cifar": "corrupt CIFAR-10",
               "truncated-mnist": "truncated", "bad-gzip": "corrupt MNIST"}[case]
     assert expect in err and "never download" in err or "re-" in err
+
+
+def test_a_cifar_batch_naming_a_hostile_module_is_one_bounded_line_with_its_controls_escaped(tmp_path, capsys):
+    write_cifar(tmp_path)
+    evil = "\x1b]0;pwned\x07\x1b[2J" + "A" * 5000
+    # protocol 4: STACK_GLOBAL of two BINUNICODE strings, module ``evil`` and name "x"
+    unicode = b"".join(b"X" + struct.pack("<I", len(t.encode())) + t.encode() for t in (evil, "x"))
+    (tmp_path / "data_batch_1").write_bytes(b"\x80\x04" + unicode + b"\x93.")
+    code = main(["--workload", "cifar10", "--data-dir", str(tmp_path), "--strategy", "single", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == EXIT_DATA and err.count("\n") == 1 and "Traceback" not in err
+    assert "\x1b" not in err and "\x07" not in err and len(err) < 1000, err
+    assert "unexpected object \\x1b]0;pwned\\x07\\x1b[2JAAA" in err and "more characters" in err

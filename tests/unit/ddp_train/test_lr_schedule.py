@@ -4,6 +4,7 @@ base LR)."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -63,3 +64,17 @@ def test_schedule_shape_and_resume_with_a_new_base_lr():
     assert all(g["initial_lr"] == 0.05 and g["lr"] == 0.05 * s.factor() for g in groups)
     s.step()
     assert s.samples_done == 70 and s.lr() == 0.05 * s.factor()
+
+
+@pytest.mark.parametrize("state,why", [
+    ({}, "its base_lrs is not a list of 1 learning rate(s)"),
+    ({"base_lrs": [0.1, 0.1], "_last_lr": [0.1]}, "its base_lrs is not a list of 1"),
+    ({"base_lrs": ["x"], "_last_lr": [0.1]}, "its base_lrs is not a list of 1"),
+    ({"base_lrs": [0.1], "_last_lr": [float("nan")]}, "its _last_lr is not a list of 1"),
+    ({"base_lrs": [0.1], "_last_lr": [0.1], "last_epoch": "3", "_step_count": 4}, "its last_epoch is not an integer"),
+])
+def test_a_scheduler_state_of_another_layout_is_a_value_error(state, why):
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    s = Schedule(opt, kind="cosine", total=100, warm=0, global_batch=10)
+    with pytest.raises(ValueError, match=re.escape(why)):
+        s.load_state_dict(state, samples_done=0, plan={"total": 100, "warm": 0})

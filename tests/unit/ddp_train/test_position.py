@@ -1,8 +1,16 @@
-"""ddp_train.data.position: the run position (fresh, checkpointed, resumed on the same or fewer ranks)."""
+"""ddp_train.data.position: the run position (fresh, checkpointed, resumed on the same or fewer ranks), and a
+checkpoint of another training set told apart."""
 
 from __future__ import annotations
 
-from ddp_train.data.position import Position, epoch_steps, resume_position, run_length, steps_per_epoch
+from ddp_train.data.position import (
+    Position,
+    data_misfit,
+    epoch_steps,
+    resume_position,
+    run_length,
+    steps_per_epoch,
+)
 
 
 def _state(**kw):
@@ -57,3 +65,25 @@ def test_a_checkpoint_at_an_epochs_last_step_resumes_at_the_next_epoch():
     r = resume_position(_state(step_in_epoch=5, step=5, epoch_steps=5, segment=[100, 2]), world=2,
                         per_rank_batch=32, length=512, epochs=2, lr_warmup_epochs=0)
     assert r.position == Position(1, 0, 5, None) and r.changed and not r.redealt
+
+
+def test_a_checkpoint_of_another_training_set_is_told_by_its_size_or_by_its_position():
+    assert data_misfit(_state(config={"train_samples": 512}), 512) is None
+    assert data_misfit(_state(config={"train_samples": 512}), 128) == \
+        "it was saved with 512 training samples, this run has 128"
+    # an older file, without the size: where its epoch stands, and the steps of its epochs
+    old = _state(epoch_sample=320, epoch_steps=5)
+    assert data_misfit(old, 512) is None
+    assert data_misfit(old, 256) == "its epoch stands at sample 320, past this run's 256 training samples"
+    assert data_misfit(old, 400) == "its epochs have 5 steps of 3 x 32 samples, this run's 400 training samples give 4"
+    assert data_misfit(_state(epoch_sample=320, epoch_steps=6, segment=[288, 3]), 400) is None  # a re-dealt epoch
+    assert data_misfit(_state(), 10) is None  # nothing recorded to tell by
+
+
+def test_the_run_length_of_a_resume_at_an_epoch_end_with_a_larger_batch_trains_the_next_epoch():
+    # saved at the end of epoch 1 of 16 steps of 32; resumed with a batch of 64 for 2 epochs: 8 more steps
+    r = resume_position(_state(epoch=1, step_in_epoch=0, step=16, epoch_steps=16,
+                               config={"world_size": 1, "per_rank_batch": 32}),
+                        world=1, per_rank_batch=64, length=512, epochs=2, lr_warmup_epochs=0)
+    assert r.changed and r.position == Position(1, 0, 16)
+    assert run_length(r.position, epoch_steps=8, steps_per_epoch=8, epochs=2, max_steps=None) == (24, 24)
