@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from ddpctl.errors import SpecError, UsageError
 from ddpctl.joboutput.visible import visible
+from ddpctl.rules.base import MAX_YAML_DEPTH
 from ddpctl.spec import JobSpec, load_spec, spec_from_dict, spec_to_dict
 
 
@@ -60,15 +61,14 @@ def _flatten(source: Mapping[str, Any], what: str) -> dict[str, Any]:
     return out
 
 
-MAX_DEPTH = 32  # nesting a job spec never needs (a section holds mappings of scalars at most)
 MAX_INT = 1 << 63  # beyond any count, size or id a spec holds (and before int -> str's own limit)
 
 
 def _bounded(value: Any, what: str, depth: int = 0) -> None:
     """The limits a job file's reader sets, for a caller's Python values: nesting and integer size (a
     SpecError naming ``what``, where Python would raise RecursionError or ValueError deep in the checks)."""
-    if depth > MAX_DEPTH:
-        raise SpecError(f"{what}: nested more than {MAX_DEPTH} levels deep", "pass the job spec's keys and values")
+    if depth > MAX_YAML_DEPTH:  # the job file's own limit
+        raise SpecError(f"{what}: nested more than {MAX_YAML_DEPTH} levels deep", "pass the job spec's keys and values")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= MAX_INT:
         raise SpecError(f"{what}: a number over 2**63", "pass a count or size a job can use")
     if isinstance(value, Mapping):

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ddpctl.rules.base import MAX_IMAGE_LEN, RuleError, text
-from ddpctl.rules.hosts import mask_url_passwords, no_credentials
+from ddpctl.rules.hosts import HOST_RE, mask_url_passwords, no_credentials
 
 # -------------------------------------------------------------------------------------------- images
 
@@ -108,7 +108,7 @@ def _url_image(value: str) -> None:
         host, _port = parts.hostname or "", parts.port  # .port raises on a bad port
     except ValueError:
         raise RuleError(f"container image {shown!r} is not a valid URL", fix) from None
-    if not _HOST_RE.fullmatch(host) or any(c.isspace() for c in value):
+    if not HOST_RE.fullmatch(host) or any(c.isspace() for c in value):
         raise RuleError(f"container image {shown!r} is not an image reference (not a URL with a host)", fix)
     no_credentials(value, parts, "container image", "https://HOST/PATH/image.sif",
                    "the sbatch script would hold them: log in with the registry's own mechanism ('apptainer "
@@ -117,7 +117,6 @@ def _url_image(value: str) -> None:
 
 
 _LIBRARY_RE = re.compile(r"([a-z0-9][a-z0-9._-]*/){0,3}[a-z0-9][a-z0-9._-]*(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?")
-_HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:]{2,39}\]?")
 _ENROOT_USER = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.\-]{0,63})@(?!sha256:)(.+)", re.S)
 
 

@@ -48,7 +48,7 @@ def plain_scalar_issues(found: list[tuple[Path, str, str]], schema: dict) -> Ite
             sub = sub.get("items") if isinstance(part, int) else \
                 (sub.get("properties") or {}).get(part, sub.get("additionalProperties"))
         if isinstance(sub, dict) and sub.get("type") == "string":
-            yield Issue(path, f"{text!r} is written without quotes, which kubectl reads as {what}, not a "
+            yield Issue(path, f"{short(text)} is written without quotes, which kubectl reads as {what}, not a "
                               "string; quote it")
 
 # -------------------------------------------------------------------------------------- webhooks

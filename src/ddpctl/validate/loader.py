@@ -1,10 +1,10 @@
 """Reading manifests for validation: multi-document YAML (or JSON) into plain JSON-like data, bounded.
 
 The file may come from anywhere, so reading it is bounded: at most :data:`MAX_BYTES` of text, :data:`MAX_NODES`
-values as written (counted while the parser reads them, so a file of a million tiny values stops early instead of
-being built whole first) and as many after alias expansion (a "billion laughs" file stops at once),
-:data:`MAX_DEPTH` levels of nesting, no recursive aliases. Merge keys (``<<``) and anchors are expanded as docker-compose and Kubernetes do; scalars
-become what a JSON consumer sees (a date stays its text). Duplicate keys are kept as problems for the report
+values as written (counted while the parser reads them, so a file of a million tiny values stops early instead
+of being built whole first) and as many after alias expansion (a "billion laughs" file stops at once),
+:data:`MAX_DEPTH` levels of nesting, no recursive aliases. Merge keys (``<<``) and anchors are expanded as
+docker-compose and Kubernetes do; scalars become what a JSON consumer sees (a date stays its text). Duplicate keys are kept as problems for the report
 (the Kubernetes API server rejects them; docker-compose 1.x silently takes the last one). Plain scalars read as
 text here that kubectl (go-yaml v2) reads as a boolean, null or number (``y``, ``1e-3``, ``0o17``) are text in
 the data and listed in :attr:`Document.plain_non_strings`, for the Kubernetes checks to flag in string fields.
